@@ -1,0 +1,182 @@
+"""Settings: safe defaults, then an optional YAML config file, then environment variables.
+
+Every leaf setting has an environment name made from its dotted path, upper
+case with dots as underscores: `gateway.retry.upstream_error.max_retries` is
+`GATEWAY_RETRY_UPSTREAM_ERROR_MAX_RETRIES`. A few well-known names are kept
+short: SERVER_PORT, DATABASE_URL, REDIS_URL, ENCRYPTION_KEY, MODELGATE_ENV.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, Field
+
+
+class RetryPolicy(BaseModel):
+    max_retries: int
+    initial_delay: float  # seconds before the first retry
+    multiplier: float = 2.0  # 1.0 = fixed interval
+    max_delay: float = 60.0
+
+
+def _policy(max_retries: int, initial: float, multiplier: float = 2.0, max_delay: float = 60.0) -> Any:
+    return Field(default_factory=lambda: RetryPolicy(
+        max_retries=max_retries, initial_delay=initial, multiplier=multiplier, max_delay=max_delay
+    ))
+
+
+class RetrySettings(BaseModel):
+    """Spec 7.5. Types not listed here are never retried."""
+
+    jitter: bool = True  # up to +-20 % on each wait, so clients do not retry in lockstep
+    rate_limit_error: RetryPolicy = _policy(5, 2.0, 2.0, 60.0)
+    timeout_error: RetryPolicy = _policy(2, 0.2, 2.0, 2.0)
+    service_unavailable: RetryPolicy = _policy(3, 5.0, 1.0, 5.0)
+    upstream_error: RetryPolicy = _policy(3, 1.0, 2.0, 30.0)
+    network_error: RetryPolicy = _policy(3, 0.5, 2.0, 10.0)
+    unknown_error: RetryPolicy = _policy(2, 1.0, 2.0, 10.0)
+
+
+class BreakerSettings(BaseModel):
+    consecutive_failures: int = 5
+    failure_rate: float = 0.5
+    min_calls: int = 20
+    window_seconds: float = 60.0
+    recovery_seconds: float = 30.0
+    half_open_calls: int = 3
+
+
+class FailoverSettings(BaseModel):
+    strategy: Literal["FAIL_OVER"] = "FAIL_OVER"
+    cooldown_seconds: float = 30.0  # a failed key or channel is skipped this long
+
+
+class LifecycleSettings(BaseModel):
+    not_found_threshold: int = 3
+    not_found_window_seconds: float = 86400.0
+    probe_interval_seconds: float = 3600.0  # 0 disables the scheduled probe
+
+
+class RateLimitSettings(BaseModel):
+    capacity: float = 120.0
+    refill_per_second: float = 2.0
+
+
+class GatewaySettings(BaseModel):
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
+    failover: FailoverSettings = Field(default_factory=FailoverSettings)
+    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
+    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+    cache_refresh_seconds: float = 5.0
+    default_app_timeout_seconds: float = 120.0
+    stream_keepalive_seconds: float = 15.0
+    trust_forwarded_for: bool = False  # honour X-Forwarded-For only behind a known proxy
+
+
+class UpstreamSettings(BaseModel):
+    connect_timeout_seconds: float = 10.0
+    pool_size: int = 512
+    pool_size_per_host: int = 256
+
+
+class UsageSettings(BaseModel):
+    flush_interval_seconds: float = 0.5
+    batch_size: int = 500
+
+
+class ServerSettings(BaseModel):
+    host: str = "0.0.0.0"
+    port: int = 8080
+    workers: int = 1
+    implementation: Literal["uvicorn", "granian"] = "uvicorn"
+
+
+class Settings(BaseModel):
+    env: Literal["local", "production"] = "local"
+    data_dir: str = "./data"
+    database_url: str | None = None  # None = SQLite file in data_dir
+    redis_url: str | None = None
+    encryption_key: str | None = None
+    log_level: str = "INFO"
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    usage: UsageSettings = Field(default_factory=UsageSettings)
+
+    @property
+    def production(self) -> bool:
+        return self.env == "production"
+
+    @property
+    def resolved_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{Path(self.data_dir).resolve() / 'modelgate.db'}"
+
+
+# Short, conventional environment names for the most used settings.
+ENV_ALIASES = {
+    "SERVER_PORT": "server.port",
+    "SERVER_HOST": "server.host",
+    "SERVER_WORKERS": "server.workers",
+    "DATABASE_URL": "database_url",
+    "REDIS_URL": "redis_url",
+    "ENCRYPTION_KEY": "encryption_key",
+    "MODELGATE_ENV": "env",
+    "MODELGATE_DATA_DIR": "data_dir",
+    "LOG_LEVEL": "log_level",
+}
+
+
+def _leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    paths = []
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths.extend(_leaf_paths(annotation, f"{prefix}{name}."))
+        else:
+            paths.append(prefix + name)
+    return paths
+
+
+def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    node = tree
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            _deep_merge(base[key], value)
+        else:
+            base[key] = value
+
+
+def load_settings(config_file: str | None = None, environ: dict[str, str] | None = None) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    # Start from the defaults so a partial override keeps the rest of its section.
+    tree: dict[str, Any] = Settings().model_dump()
+    path = config_file or environ.get("MODELGATE_CONFIG")
+    if path is None and Path("modelgate.yaml").is_file():
+        path = "modelgate.yaml"
+    if path:
+        loaded = yaml.safe_load(Path(path).read_text()) or {}
+        if not isinstance(loaded, dict):
+            raise ValueError(f"config file {path} must hold a mapping")
+        _deep_merge(tree, loaded)
+    for env_name, dotted in ENV_ALIASES.items():
+        if env_name in environ:
+            _set_path(tree, dotted, environ[env_name])
+    for dotted in _leaf_paths(Settings):
+        env_name = dotted.upper().replace(".", "_")
+        if env_name in environ and env_name not in ENV_ALIASES:
+            _set_path(tree, dotted, environ[env_name])
+    return Settings.model_validate(tree)

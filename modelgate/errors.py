@@ -1,0 +1,168 @@
+"""Error types and the exact error bodies of spec section 7.
+
+Three body shapes exist and each error says which one it uses:
+- short (7.3): auth, IP blacklist, role and rate-limit refusals, on every path;
+- validation (7.2): protocol validation, shaped per client protocol;
+- envelope (7.4): everything else (404, 409, 500, 502, 503, 400 parameter errors).
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime, timezone
+
+import orjson
+
+
+class ErrorType(str, enum.Enum):
+    """Upstream error classes of spec 7.5; the name is the 502 `error.code`."""
+
+    RATE_LIMIT_ERROR = "RATE_LIMIT_ERROR"
+    TIMEOUT_ERROR = "TIMEOUT_ERROR"
+    SERVICE_UNAVAILABLE = "SERVICE_UNAVAILABLE"
+    UPSTREAM_ERROR = "UPSTREAM_ERROR"
+    NETWORK_ERROR = "NETWORK_ERROR"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+    QUOTA_EXCEEDED = "QUOTA_EXCEEDED"
+    AUTHENTICATION_ERROR = "AUTHENTICATION_ERROR"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    MODEL_NOT_FOUND = "MODEL_NOT_FOUND"
+
+
+class UpstreamError(Exception):
+    """A classified failure of one upstream attempt."""
+
+    def __init__(
+        self,
+        error_type: ErrorType,
+        message: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+    def __repr__(self) -> str:
+        return f"UpstreamError({self.error_type.value}, {self.status}, {self.message!r})"
+
+
+class Shape(enum.Enum):
+    SHORT = "short"
+    VALIDATION = "validation"
+    ENVELOPE = "envelope"
+
+
+class ClientProtocol(enum.Enum):
+    CHAT = "chat"
+    MESSAGES = "messages"
+    MANAGEMENT = "management"
+
+
+class GatewayError(Exception):
+    """An error answered to the caller. `code` is the spec code string."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        shape: Shape = Shape.ENVELOPE,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.shape = shape
+        self.headers = headers or {}
+
+
+def unauthorized(message: str = "Invalid or missing API key") -> GatewayError:
+    return GatewayError(401, "UNAUTHORIZED", message, Shape.SHORT)
+
+
+def access_denied(message: str) -> GatewayError:
+    return GatewayError(403, "ACCESS_DENIED", message, Shape.SHORT)
+
+
+def rate_limited(message: str = "Rate limit exceeded", retry_after: float | None = None) -> GatewayError:
+    headers = {"retry-after": str(max(1, int(retry_after + 0.999)))} if retry_after else None
+    return GatewayError(429, "RATE_LIMIT_EXCEEDED", message, Shape.SHORT, headers)
+
+
+def invalid_request(message: str) -> GatewayError:
+    """Protocol validation failure (7.2); the body shape follows the client protocol."""
+    return GatewayError(400, "invalid_request", message, Shape.VALIDATION)
+
+
+def not_found(message: str = "Not found") -> GatewayError:
+    return GatewayError(404, "NOT_FOUND", message)
+
+
+def conflict(message: str) -> GatewayError:
+    return GatewayError(409, "CONFLICT", message)
+
+
+def validation_error(message: str) -> GatewayError:
+    """A 400 parameter error of the management API (7.4 envelope)."""
+    return GatewayError(400, "VALIDATION_ERROR", message)
+
+
+def internal_error(message: str = "Internal gateway error") -> GatewayError:
+    return GatewayError(500, "INTERNAL_ERROR", message)
+
+
+def breaker_open(retry_after: float) -> GatewayError:
+    return GatewayError(
+        503,
+        "UPSTREAM_ERROR",
+        "Upstream circuit breaker is open; retry later",
+        headers={"retry-after": str(max(1, int(retry_after + 0.999)))},
+    )
+
+
+def from_upstream(err: UpstreamError) -> GatewayError:
+    """The caller-visible error once retries and failover are exhausted."""
+    if err.error_type is ErrorType.RATE_LIMIT_ERROR:
+        return rate_limited(f"Upstream rate limit: {err.message}", err.retry_after)
+    return GatewayError(502, err.error_type.value, err.message)
+
+
+def utc_timestamp() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def error_body(err: GatewayError, protocol: ClientProtocol, trace_id: str) -> bytes:
+    if err.shape is Shape.SHORT:
+        if err.status == 429:
+            return orjson.dumps({"error": {"code": err.code, "message": err.message}})
+        return orjson.dumps({"code": err.code, "message": err.message})
+    if err.shape is Shape.VALIDATION:
+        if protocol is ClientProtocol.MESSAGES:
+            return orjson.dumps(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": err.message}}
+            )
+        if protocol is ClientProtocol.CHAT:
+            return orjson.dumps(
+                {"error": {"message": err.message, "type": "invalid_request_error", "code": "invalid_request"}}
+            )
+        return envelope_error(GatewayError(400, "VALIDATION_ERROR", err.message), trace_id)
+    return envelope_error(err, trace_id)
+
+
+def envelope_error(err: GatewayError, trace_id: str) -> bytes:
+    return orjson.dumps(
+        {
+            "success": False,
+            "error": {"code": err.code, "message": err.message},
+            "traceId": trace_id,
+            "timestamp": utc_timestamp(),
+        }
+    )
+
+
+def envelope_ok(data: object, trace_id: str) -> bytes:
+    return orjson.dumps({"success": True, "data": data, "traceId": trace_id, "timestamp": utc_timestamp()})

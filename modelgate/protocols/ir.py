@@ -1,0 +1,185 @@
+"""The internal representation every protocol and provider converts through.
+
+A client protocol (chat completions, messages) decodes into these types and
+encodes out of them; a provider wire format does the same toward its upstream.
+N protocols + M wire formats therefore cost N + M converters, not N x M.
+
+Everything here is plain data: no I/O, no framework types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+# Why a stream or a response ended, in one vocabulary for all protocols.
+StopReason = Literal["stop", "length", "tool_calls", "stop_sequence", "content_filter", "error"]
+
+
+@dataclass(slots=True)
+class TextPart:
+    text: str
+
+
+@dataclass(slots=True)
+class ImagePart:
+    """An image given either by URL or inline as base64 data."""
+
+    url: str | None = None
+    data: str | None = None
+    media_type: str | None = None
+
+
+@dataclass(slots=True)
+class ThinkingPart:
+    """Model reasoning (messages `thinking` blocks, chat `reasoning_content`)."""
+
+    text: str
+    signature: str | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, exactly as produced by the model
+
+
+@dataclass(slots=True)
+class ToolResult:
+    tool_call_id: str
+    content: list[TextPart | ImagePart]
+    is_error: bool = False
+
+
+Part = Union[TextPart, ImagePart, ThinkingPart, ToolCall, ToolResult]
+
+
+@dataclass(slots=True)
+class Message:
+    """One conversation turn.
+
+    role `tool` holds only ToolResult parts; protocols that carry tool results
+    inside a user turn split/merge on their own side of the conversion.
+    """
+
+    role: Literal["user", "assistant", "tool"]
+    parts: list[Part]
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str | None
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class ToolChoice:
+    # auto: model decides; none: no tools; required: some tool; tool: the named one
+    mode: Literal["auto", "none", "required", "tool"]
+    name: str | None = None
+    parallel: bool | None = None  # None = protocol default (parallel allowed)
+
+
+@dataclass(slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(slots=True)
+class ChatRequest:
+    model: str
+    messages: list[Message]
+    system: list[str] = field(default_factory=list)
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    # {"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}
+    response_format: dict[str, Any] | None = None
+    seed: int | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    user: str | None = None
+    stream: bool = False
+
+
+@dataclass(slots=True)
+class ChatResponse:
+    id: str
+    model: str
+    parts: list[TextPart | ThinkingPart | ToolCall]
+    stop_reason: StopReason | None
+    stop_sequence: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    created: int | None = None
+
+
+# --- stream events -------------------------------------------------------
+# Decoders turn upstream bytes into these; encoders turn them into client SSE.
+# Order: StreamStart, then any deltas, then exactly one StreamEnd or StreamError.
+
+
+@dataclass(slots=True)
+class StreamStart:
+    id: str
+    model: str
+    usage: Usage | None = None  # input tokens, where the upstream knows them up front
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ThinkingDelta:
+    text: str
+    signature: str | None = None
+
+
+@dataclass(slots=True)
+class ToolCallStart:
+    index: int  # position among this response's tool calls, from 0
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class ToolCallDelta:
+    index: int
+    arguments: str  # a fragment of the JSON arguments text
+
+
+@dataclass(slots=True)
+class UsageUpdate:
+    usage: Usage
+
+
+@dataclass(slots=True)
+class StreamEnd:
+    stop_reason: StopReason | None
+    stop_sequence: str | None = None
+    usage: Usage | None = None
+
+
+@dataclass(slots=True)
+class StreamError:
+    error_type: str  # an ErrorType name
+    message: str
+
+
+StreamEvent = Union[
+    StreamStart, TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta, UsageUpdate, StreamEnd, StreamError
+]
