@@ -1,0 +1,116 @@
+"""Encryption of upstream provider keys at rest (spec 5 rule 7).
+
+Values are sealed with AES-256-GCM; each value gets a fresh random 12-byte
+nonce and is stored as nonce || ciphertext+tag.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import secrets
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from modelgate.config import Settings
+
+log = logging.getLogger(__name__)
+
+NONCE_SIZE = 12
+KEY_SIZE = 32
+KEY_FILE_NAME = "encryption.key"
+
+
+class ConfigError(Exception):
+    """Start-up configuration is unusable; str(err) is the code printed before exiting."""
+
+
+class DecryptionError(Exception):
+    """A sealed value cannot be opened: wrong ENCRYPTION_KEY or corrupted data."""
+
+
+class SecretBox:
+    def __init__(self, key: bytes) -> None:
+        if len(key) != KEY_SIZE:
+            raise ValueError("encryption key must be 32 bytes")
+        self._aead = AESGCM(key)
+
+    def encrypt(self, plaintext: str) -> bytes:
+        nonce = os.urandom(NONCE_SIZE)
+        return nonce + self._aead.encrypt(nonce, plaintext.encode(), None)
+
+    def decrypt(self, sealed: bytes) -> str:
+        if len(sealed) < NONCE_SIZE + 16:
+            raise DecryptionError("sealed value too short")
+        try:
+            return self._aead.decrypt(sealed[:NONCE_SIZE], sealed[NONCE_SIZE:], None).decode()
+        except InvalidTag:
+            raise DecryptionError("cannot decrypt value: wrong ENCRYPTION_KEY or corrupted data") from None
+
+
+def _decode_base64_key(value: str) -> bytes | None:
+    padded = value + "=" * (-len(value) % 4)
+    for decode in (base64.urlsafe_b64decode, base64.standard_b64decode):
+        try:
+            raw = decode(padded)
+        except (binascii.Error, ValueError):
+            continue
+        if len(raw) == KEY_SIZE:
+            return raw
+    return None
+
+
+def derive_key(value: str) -> bytes:
+    """Turn ENCRYPTION_KEY into 32 key bytes.
+
+    A base64 value of exactly 32 bytes is used as is. Anything else is treated
+    as a passphrase and stretched with HKDF-SHA256: operators often set a
+    memorable string, and refusing it would only push them to weaker
+    workarounds. HKDF (not a slow password hash) because the key is derived at
+    every start-up and a passphrase operators choose for a server secret is
+    expected to be long; a fixed salt keeps the derivation deterministic.
+    """
+    raw = _decode_base64_key(value.strip())
+    if raw is not None:
+        return raw
+    return HKDF(
+        algorithm=hashes.SHA256(), length=KEY_SIZE, salt=b"modelgate-encryption-key", info=b"secretbox-v1"
+    ).derive(value.encode())
+
+
+def load_encryption_key(settings: Settings) -> bytes:
+    if settings.encryption_key:
+        return derive_key(settings.encryption_key)
+    if settings.production:
+        raise ConfigError("ENCRYPTION_KEY_MISSING")
+    # Local mode: keep a generated key next to the database so restarts can
+    # still decrypt the stored upstream keys.
+    data_dir = Path(settings.data_dir)
+    path = data_dir / KEY_FILE_NAME
+    if path.is_file():
+        raw = _decode_base64_key(path.read_text().strip())
+        if raw is None:
+            raise ConfigError(f"ENCRYPTION_KEY_INVALID: {path} does not hold a base64 32-byte key")
+        log.warning("ENCRYPTION_KEY not set; using the local key file %s (set ENCRYPTION_KEY in production)", path)
+        return raw
+    data_dir.mkdir(parents=True, exist_ok=True)
+    raw = secrets.token_bytes(KEY_SIZE)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(base64.urlsafe_b64encode(raw).decode() + "\n")
+    log.warning(
+        "ENCRYPTION_KEY not set; generated a local key in %s. Back it up: stored upstream keys cannot be "
+        "decrypted without it. Production deployments must set ENCRYPTION_KEY.",
+        path,
+    )
+    return raw
+
+
+def load_secret_box(settings: Settings) -> SecretBox:
+    return SecretBox(load_encryption_key(settings))
