@@ -1,0 +1,302 @@
+"""A fast fake model upstream for the benchmarks.
+
+It speaks both wire formats a gateway forwards to:
+- chat completions: POST /v1/chat/completions (Bearer auth), GET /v1/models;
+- messages: POST /v1/messages (x-api-key + anthropic-version headers).
+
+Answers are small, fixed and carry usage. `stream: true` gives N content
+chunks as SSE (chat: `data:` lines, a usage chunk when the client asks for
+`stream_options.include_usage`, then `data: [DONE]`; messages: the vendor's
+named events ending with `message_stop`).
+
+It is a raw asyncio Protocol on uvloop answering HTTP/1.1 keep-alive with
+precomputed bytes, so it is not the bottleneck of any target it sits behind.
+GET /_bench/stats returns the number of inference calls served since start
+(or the last POST /_bench/reset), which the harness compares with the
+gateway's call log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import time
+
+import orjson
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is a dependency of modelgate
+    uvloop = None
+
+MODEL = "bench-model"
+ANSWER = "Hello from the fake upstream."
+PROMPT_TOKENS = 12
+COMPLETION_TOKENS = 7
+MAX_HEADER_BYTES = 64 * 1024
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def _response(status: str, body: bytes, content_type: bytes = b"application/json") -> bytes:
+    return (
+        b"HTTP/1.1 " + status.encode() + b"\r\n"
+        b"Content-Type: " + content_type + b"\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+        b"\r\n" + body
+    )
+
+
+def _chunked(events: list[bytes], content_type: bytes = b"text/event-stream") -> bytes:
+    """One HTTP chunk per SSE event, as real providers flush them."""
+    head = (
+        b"HTTP/1.1 200 OK\r\n"
+        b"Content-Type: " + content_type + b"\r\n"
+        b"Cache-Control: no-cache\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    parts = [head]
+    for event in events:
+        parts.append(b"%x\r\n" % len(event) + event + b"\r\n")
+    parts.append(b"0\r\n\r\n")
+    return b"".join(parts)
+
+
+def _split(text: str, n: int) -> list[str]:
+    """`text` cut into `n` non-empty pieces (n is clamped to the text length)."""
+    n = max(1, min(n, len(text)))
+    size, extra = divmod(len(text), n)
+    pieces, pos = [], 0
+    for i in range(n):
+        step = size + (1 if i < extra else 0)
+        pieces.append(text[pos:pos + step])
+        pos += step
+    return pieces
+
+
+def _usage() -> dict:
+    return {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+        "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
+
+
+class Answers:
+    """All response bytes, computed once."""
+
+    def __init__(self, chunks: int) -> None:
+        created = int(time.time())
+        cid = "chatcmpl-bench0000000000000000"
+        self.chat = _response("200 OK", orjson.dumps({
+            "id": cid, "object": "chat.completion", "created": created, "model": MODEL,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": ANSWER},
+                         "logprobs": None, "finish_reason": "stop"}],
+            "usage": _usage(),
+        }))
+
+        def chat_chunk(delta: dict, finish: str | None, usage: dict | None = None, choices: bool = True) -> bytes:
+            body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL,
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+                    if choices else []}
+            if usage is not None:
+                body["usage"] = usage
+            return b"data: " + orjson.dumps(body) + b"\n\n"
+
+        pieces = _split(ANSWER, chunks)
+        events = [chat_chunk({"role": "assistant", "content": pieces[0]}, None)]
+        events += [chat_chunk({"content": p}, None) for p in pieces[1:]]
+        events.append(chat_chunk({}, "stop"))
+        done = b"data: [DONE]\n\n"
+        self.chat_stream = _chunked(events + [done])
+        self.chat_stream_usage = _chunked(events + [chat_chunk({}, None, _usage(), choices=False), done])
+
+        mid = "msg_bench0000000000000000"
+        self.messages = _response("200 OK", orjson.dumps({
+            "id": mid, "type": "message", "role": "assistant", "model": MODEL,
+            "content": [{"type": "text", "text": ANSWER}],
+            "stop_reason": "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS},
+        }))
+
+        def event(name: str, data: dict) -> bytes:
+            return b"event: " + name.encode() + b"\ndata: " + orjson.dumps({"type": name, **data}) + b"\n\n"
+
+        msg_events = [
+            event("message_start", {"message": {
+                "id": mid, "type": "message", "role": "assistant", "model": MODEL, "content": [],
+                "stop_reason": None, "stop_sequence": None,
+                "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
+            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            event("ping", {}),
+        ]
+        msg_events += [event("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": p}})
+                       for p in pieces]
+        msg_events += [
+            event("content_block_stop", {"index": 0}),
+            event("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                    "usage": {"output_tokens": COMPLETION_TOKENS}}),
+            event("message_stop", {}),
+        ]
+        self.messages_stream = _chunked(msg_events)
+
+        self.models = _response("200 OK", orjson.dumps({
+            "object": "list",
+            "data": [{"id": MODEL, "object": "model", "created": created, "owned_by": "bench"}],
+        }))
+        # Error bodies in each vendor's own shape, so a mis-wired target shows as errors.
+        self.chat_unauthorized = _response("401 Unauthorized", orjson.dumps({"error": {
+            "message": "Missing bearer token.", "type": "invalid_request_error",
+            "param": None, "code": "invalid_api_key"}}))
+        self.messages_unauthorized = _response("401 Unauthorized", orjson.dumps({
+            "type": "error", "error": {"type": "authentication_error", "message": "x-api-key header is required"}}))
+        self.bad_request = _response("400 Bad Request", orjson.dumps({"error": {
+            "message": "Body is not valid JSON.", "type": "invalid_request_error",
+            "param": None, "code": None}}))
+        self.not_found = _response("404 Not Found", orjson.dumps({"error": {
+            "message": "Unknown path.", "type": "invalid_request_error", "param": None, "code": "not_found"}}))
+
+
+class Counter:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.streamed = 0
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    __slots__ = ("answers", "counter", "delay", "transport", "buf", "busy")
+
+    def __init__(self, answers: Answers, counter: Counter, delay: float) -> None:
+        self.answers = answers
+        self.counter = counter
+        self.delay = delay
+        self.transport: asyncio.Transport | None = None
+        self.buf = b""
+        self.busy = False  # a delayed answer is pending; later pipelined requests wait
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._drain()
+
+    def _drain(self) -> None:
+        while self.buf and not self.busy:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buf) > MAX_HEADER_BYTES:
+                    self.transport.close()
+                return
+            head = self.buf[:end]
+            length = 0
+            headers: dict[bytes, bytes] = {}
+            lines = head.split(b"\r\n")
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                headers[name.strip().lower()] = value.strip()
+            if b"content-length" in headers:
+                length = int(headers[b"content-length"])
+            elif headers.get(b"transfer-encoding", b"").lower() == b"chunked":
+                # Clients of this benchmark send a Content-Length; refuse rather than misparse.
+                self.transport.write(self.answers.bad_request)
+                self.transport.close()
+                return
+            if length > MAX_BODY_BYTES:
+                self.transport.close()
+                return
+            total = end + 4 + length
+            if len(self.buf) < total:
+                return
+            body = self.buf[end + 4:total]
+            self.buf = self.buf[total:]
+            method, _, rest = lines[0].partition(b" ")
+            path = rest.partition(b" ")[0].partition(b"?")[0]
+            answer = self._answer(method, path, headers, body)
+            if self.delay > 0 and answer is not None and answer[1]:
+                self.busy = True
+                asyncio.get_running_loop().call_later(self.delay, self._send_later, answer[0])
+                return
+            if answer is not None:
+                self.transport.write(answer[0])
+
+    def _send_later(self, data: bytes) -> None:
+        self.busy = False
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+            self._drain()
+
+    def _answer(self, method: bytes, path: bytes, headers: dict[bytes, bytes], body: bytes) -> tuple[bytes, bool] | None:
+        """The response bytes and whether it is an inference call (the delay applies to those)."""
+        a = self.answers
+        if method == b"POST" and path.endswith(b"/chat/completions"):
+            if not headers.get(b"authorization", b"").startswith(b"Bearer "):
+                return a.chat_unauthorized, False
+            try:
+                req = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return a.bad_request, False
+            self.counter.calls += 1
+            if req.get("stream"):
+                self.counter.streamed += 1
+                opts = req.get("stream_options") or {}
+                return (a.chat_stream_usage if opts.get("include_usage") else a.chat_stream), True
+            return a.chat, True
+        if method == b"POST" and path.endswith(b"/messages"):
+            if not headers.get(b"x-api-key") or not headers.get(b"anthropic-version"):
+                return a.messages_unauthorized, False
+            try:
+                req = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return a.bad_request, False
+            self.counter.calls += 1
+            if req.get("stream"):
+                self.counter.streamed += 1
+                return a.messages_stream, True
+            return a.messages, True
+        if method == b"GET" and path.endswith(b"/models"):
+            return a.models, False
+        if path == b"/_bench/stats":
+            return _response("200 OK", orjson.dumps(
+                {"calls": self.counter.calls, "streamed": self.counter.streamed})), False
+        if method == b"POST" and path == b"/_bench/reset":
+            self.counter.calls = self.counter.streamed = 0
+            return _response("200 OK", b"{}"), False
+        return a.not_found, False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+
+
+async def serve(host: str, port: int, chunks: int, delay_ms: float, ready: asyncio.Event | None = None) -> None:
+    loop = asyncio.get_running_loop()
+    answers, counter = Answers(chunks), Counter()
+    server = await loop.create_server(
+        lambda: UpstreamProtocol(answers, counter, delay_ms / 1000.0), host, port, backlog=2048, reuse_address=True
+    )
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"fake upstream listening on http://{host}:{port} (chunks={chunks}, delay={delay_ms} ms)", flush=True)
+    if ready is not None:
+        ready.set()
+    async with server:
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--chunks", type=int, default=8, help="content chunks per streamed answer")
+    parser.add_argument("--delay-ms", type=float, default=0.0, help="fixed delay before each inference answer")
+    args = parser.parse_args(argv)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        parser.error("the benchmark upstream listens on loopback only")
+    runner = uvloop.run if uvloop is not None else asyncio.run
+    runner(serve(args.host, args.port, args.chunks, args.delay_ms))
+
+
+if __name__ == "__main__":
+    main()
