@@ -1,0 +1,516 @@
+"""Google Gemini API wire adapter (generativelanguage.googleapis.com/v1beta).
+
+Requests: POST {base}/models/{model}:generateContent, and
+:streamGenerateContent?alt=sse for streams; auth header `x-goog-api-key`.
+
+Mapping notes (also in docs/providers.md):
+- Gemini function calls usually carry no id. When the upstream gives one we
+  keep it, otherwise a `call_...` id is synthesised. Tool results go back as
+  `functionResponse` parts matched by function *name* (looked up from the
+  assistant tool call with the same id earlier in the conversation).
+- Gemini 3 rejects replayed function calls without a thought signature. The
+  client protocols cannot carry Gemini's signature, so replayed calls get the
+  sentinel Google documents for history produced elsewhere.
+- JSON schemas (tool parameters, json_schema response format) are reduced to
+  the OpenAPI subset Gemini accepts (`gemini_schema`).
+- Thinking parts sent back by a client and the `user` field are dropped.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+import uuid
+from typing import Any, Mapping
+from urllib.parse import quote
+
+import orjson
+
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ThinkingPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+)
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+
+# https://ai.google.dev/gemini-api/docs/thought-signatures: accepted in place of
+# a signature for function calls that Gemini did not produce in this session.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+
+_FINISH: dict[str, StopReason] = {
+    "STOP": "stop",
+    "MAX_TOKENS": "length",
+    "SAFETY": "content_filter",
+    "RECITATION": "content_filter",
+    "BLOCKLIST": "content_filter",
+    "PROHIBITED_CONTENT": "content_filter",
+    "SPII": "content_filter",
+    "IMAGE_SAFETY": "content_filter",
+    "LANGUAGE": "content_filter",
+    "MALFORMED_FUNCTION_CALL": "error",
+    "UNEXPECTED_TOOL_CALL": "error",
+}
+
+
+class SSEParser:
+    """Incremental server-sent-events parser: bytes in any chunking -> (event, data) pairs."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._event: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
+        self._buf += chunk
+        out: list[tuple[str | None, str]] = []
+        while True:
+            nl = self._buf.find(b"\n")
+            if nl < 0:
+                break
+            line = self._buf[:nl].rstrip(b"\r").decode("utf-8")
+            self._buf = self._buf[nl + 1 :]
+            self._line(line, out)
+        return out
+
+    def close(self) -> list[tuple[str | None, str]]:
+        out: list[tuple[str | None, str]] = []
+        if self._buf:
+            self._line(self._buf.rstrip(b"\r").decode("utf-8", "replace"), out)
+            self._buf = b""
+        self._line("", out)
+        return out
+
+    def _line(self, line: str, out: list[tuple[str | None, str]]) -> None:
+        if not line:
+            if self._data:
+                out.append((self._event, "\n".join(self._data)))
+            self._event, self._data = None, []
+        elif line.startswith(":"):
+            return
+        else:
+            name, _, value = line.partition(":")
+            if value.startswith(" "):
+                value = value[1:]
+            if name == "data":
+                self._data.append(value)
+            elif name == "event":
+                self._event = value
+
+
+# --- JSON schema -> Gemini Schema ----------------------------------------
+
+_SCHEMA_KEEP = {
+    "description", "nullable", "items", "properties", "required", "minItems", "maxItems",
+    "minimum", "maximum", "minLength", "maxLength", "pattern", "minProperties", "maxProperties",
+    "anyOf", "propertyOrdering", "title", "default", "example",
+}
+_FORMATS = {"STRING": {"enum", "date-time"}, "INTEGER": {"int32", "int64"}, "NUMBER": {"float", "double"}}
+
+
+def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
+    """Reduce a JSON schema to Gemini's OpenAPI-3.0 subset.
+
+    Local `$ref`s into `$defs`/`definitions` are inlined (bounded depth, since
+    Gemini has no references); `const` becomes a one-value enum; a type list
+    with "null" becomes `nullable`; keys Gemini rejects (additionalProperties,
+    $schema, $id, oneOf/allOf, not, unsupported formats, non-string enums) are dropped.
+    """
+    if not isinstance(schema, dict):
+        return {}
+    if defs is None:
+        defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and depth < 8:
+        target = defs.get(ref.rsplit("/", 1)[-1])
+        merged = {**(target or {}), **{k: v for k, v in schema.items() if k != "$ref"}}
+        return gemini_schema(merged, defs, depth + 1)
+    out: dict[str, Any] = {}
+    typ = schema.get("type")
+    if isinstance(typ, list):
+        kinds = [t for t in typ if t != "null"]
+        if len(kinds) < len(typ):
+            out["nullable"] = True
+        typ = kinds[0] if kinds else None
+    if typ is None and "properties" in schema:
+        typ = "object"
+    if typ is None and "oneOf" in schema:
+        schema = {**schema, "anyOf": schema["oneOf"]}
+    if isinstance(typ, str):
+        out["type"] = typ.upper()
+    for key, value in schema.items():
+        if key not in _SCHEMA_KEEP:
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {name: gemini_schema(sub, defs, depth) for name, sub in value.items()}
+        elif key == "items":
+            out[key] = gemini_schema(value, defs, depth)
+        elif key == "anyOf" and isinstance(value, list):
+            # An optional type written as anyOf [T, null] is nullable T.
+            subs = [s for s in value if not (isinstance(s, dict) and s.get("type") == "null")]
+            if len(subs) < len(value):
+                out["nullable"] = True
+            if len(subs) == 1:
+                out.update(gemini_schema(subs[0], defs, depth))
+            else:
+                out[key] = [gemini_schema(s, defs, depth) for s in subs]
+        else:
+            out[key] = value
+    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
+        out["type"] = "STRING"
+        out["enum"] = values
+        out["format"] = "enum"
+    elif isinstance(schema.get("format"), str) and schema["format"] in _FORMATS.get(out.get("type", ""), ()):
+        out["format"] = schema["format"]
+    if "required" in out:
+        props = out.get("properties", {})
+        out["required"] = [name for name in out["required"] if name in props]
+        if not out["required"]:
+            del out["required"]
+    return out
+
+
+# --- request -------------------------------------------------------------
+
+
+def _image_part(img: ImagePart) -> dict[str, Any]:
+    if img.data is not None:
+        return {"inlineData": {"mimeType": img.media_type or "image/png", "data": img.data}}
+    url = img.url or ""
+    match = re.match(r"data:([^;,]+);base64,(.*)", url, re.S)
+    if match:
+        return {"inlineData": {"mimeType": match.group(1), "data": match.group(2)}}
+    mime = img.media_type or mimetypes.guess_type(url.split("?", 1)[0])[0] or "image/jpeg"
+    return {"fileData": {"mimeType": mime, "fileUri": url}}
+
+
+def _parse_args(text: str) -> dict[str, Any]:
+    try:
+        value = orjson.loads(text or "{}")
+    except orjson.JSONDecodeError:
+        # Gemini's args is a Struct; unparseable model output cannot be replayed as one.
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _contents(messages: list[Message]) -> list[dict[str, Any]]:
+    names: dict[str, str] = {}  # tool call id -> function name, for functionResponse
+    contents: list[dict[str, Any]] = []
+    for msg in messages:
+        parts: list[dict[str, Any]] = []
+        for part in msg.parts:
+            if isinstance(part, TextPart):
+                if part.text:
+                    parts.append({"text": part.text})
+            elif isinstance(part, ImagePart):
+                parts.append(_image_part(part))
+            elif isinstance(part, ToolCall):
+                names[part.id] = part.name
+                parts.append(
+                    {"functionCall": {"name": part.name, "args": _parse_args(part.arguments)},
+                     "thoughtSignature": SKIP_SIGNATURE}
+                )
+            elif isinstance(part, ToolResult):
+                text = "".join(p.text for p in part.content if isinstance(p, TextPart))
+                key = "error" if part.is_error else "output"
+                parts.append(
+                    {"functionResponse": {"name": names.get(part.tool_call_id, part.tool_call_id),
+                                          "response": {key: text}}}
+                )
+                # Images returned by a tool ride along as inline parts of the same turn.
+                parts.extend(_image_part(p) for p in part.content if isinstance(p, ImagePart))
+            # ThinkingPart: Gemini has no way to accept foreign reasoning text; dropped.
+        if not parts:
+            continue
+        role = "model" if msg.role == "assistant" else "user"
+        if contents and contents[-1]["role"] == role:
+            contents[-1]["parts"].extend(parts)  # Gemini wants turns to alternate
+        else:
+            contents.append({"role": role, "parts": parts})
+    return contents
+
+
+def build_body(req: ChatRequest) -> dict[str, Any]:
+    body: dict[str, Any] = {"contents": _contents(req.messages)}
+    if req.system:
+        body["systemInstruction"] = {"parts": [{"text": s} for s in req.system]}
+    gen: dict[str, Any] = {}
+    for key, value in (
+        ("maxOutputTokens", req.max_tokens),
+        ("temperature", req.temperature),
+        ("topP", req.top_p),
+        ("topK", req.top_k),
+        ("seed", req.seed),
+        ("presencePenalty", req.presence_penalty),
+        ("frequencyPenalty", req.frequency_penalty),
+    ):
+        if value is not None:
+            gen[key] = value
+    if req.stop:
+        gen["stopSequences"] = req.stop
+    fmt = req.response_format or {}
+    if fmt.get("type") == "json_object":
+        gen["responseMimeType"] = "application/json"
+    elif fmt.get("type") == "json_schema":
+        gen["responseMimeType"] = "application/json"
+        schema = (fmt.get("json_schema") or {}).get("schema")
+        if schema:
+            gen["responseSchema"] = gemini_schema(schema)
+    if gen:
+        body["generationConfig"] = gen
+    if req.tools:
+        decls = []
+        for tool in req.tools:
+            decl: dict[str, Any] = {"name": tool.name}
+            if tool.description:
+                decl["description"] = tool.description
+            params = gemini_schema(tool.parameters)
+            # Gemini rejects an OBJECT schema without properties; a no-argument function has none.
+            if params.get("properties"):
+                decl["parameters"] = params
+            decls.append(decl)
+        body["tools"] = [{"functionDeclarations": decls}]
+    if req.tool_choice and req.tools:
+        mode = {"auto": "AUTO", "none": "NONE", "required": "ANY", "tool": "ANY"}[req.tool_choice.mode]
+        config: dict[str, Any] = {"mode": mode}
+        if req.tool_choice.mode == "tool" and req.tool_choice.name:
+            config["allowedFunctionNames"] = [req.tool_choice.name]
+        body["toolConfig"] = {"functionCallingConfig": config}
+    return body
+
+
+# --- response ------------------------------------------------------------
+
+
+def _usage(meta: Mapping[str, Any] | None) -> Usage:
+    meta = meta or {}
+    # Thinking tokens are billed as output; promptTokenCount already includes cached tokens.
+    return Usage(
+        input_tokens=int(meta.get("promptTokenCount", 0)) + int(meta.get("toolUsePromptTokenCount", 0)),
+        output_tokens=int(meta.get("candidatesTokenCount", 0)) + int(meta.get("thoughtsTokenCount", 0)),
+        cache_read_tokens=int(meta.get("cachedContentTokenCount", 0)),
+    )
+
+
+def _new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def _stop_reason(finish: str | None, has_tool_calls: bool, blocked: bool) -> StopReason | None:
+    if blocked:
+        return "content_filter"
+    if finish is None:
+        return None
+    if finish == "STOP" and has_tool_calls:
+        return "tool_calls"
+    return _FINISH.get(finish, "stop")
+
+
+class GeminiAdapter:
+    wire = "gemini"
+
+    def _url(self, endpoint: Endpoint, upstream_model: str, method: str) -> str:
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        model = upstream_model.removeprefix("models/")
+        return f"{base}/models/{quote(model, safe='-._')}:{method}"
+
+    def _headers(self, endpoint: Endpoint) -> dict[str, str]:
+        return {"content-type": "application/json", "x-goog-api-key": endpoint.api_key}
+
+    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        method = "streamGenerateContent?alt=sse" if req.stream else "generateContent"
+        headers = self._headers(endpoint)
+        if req.stream:
+            headers["accept"] = "text/event-stream"
+        return UpstreamRequest("POST", self._url(endpoint, upstream_model, method), headers,
+                               orjson.dumps(build_body(req)))
+
+    def parse_response(self, body: bytes) -> ChatResponse:
+        data = orjson.loads(body)
+        candidate = (data.get("candidates") or [{}])[0]
+        parts: list[TextPart | ThinkingPart | ToolCall] = []
+        for part in (candidate.get("content") or {}).get("parts") or []:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                parts.append(ToolCall(call.get("id") or _new_call_id(), call.get("name", ""),
+                                      orjson.dumps(call.get("args") or {}).decode()))
+            elif "text" in part:
+                parts.append(ThinkingPart(part["text"]) if part.get("thought") else TextPart(part["text"]))
+        blocked = not data.get("candidates") and bool((data.get("promptFeedback") or {}).get("blockReason"))
+        stop = _stop_reason(candidate.get("finishReason"), any(isinstance(p, ToolCall) for p in parts), blocked)
+        return ChatResponse(
+            id=data.get("responseId") or "gen-" + uuid.uuid4().hex,
+            model=data.get("modelVersion", ""),
+            parts=parts,
+            stop_reason=stop,
+            usage=_usage(data.get("usageMetadata")),
+        )
+
+    def stream_decoder(self) -> "GeminiStreamDecoder":
+        return GeminiStreamDecoder()
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            data = None
+        if isinstance(data, list) and data:  # streamGenerateContent without alt=sse wraps in a list
+            data = data[0]
+        err = data.get("error") if isinstance(data, dict) else None
+        if not isinstance(err, dict):
+            text = body.decode("utf-8", "replace")[:500] or f"HTTP {status}"
+            return classify_by_status(status, text, headers)
+        return classify_gemini_error(status, err, headers)
+
+    def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        return UpstreamRequest("GET", f"{base}/models?pageSize=1000", self._headers(endpoint))
+
+    def parse_models(self, body: bytes) -> list[str]:
+        models = orjson.loads(body).get("models") or []
+        return [
+            m["name"].removeprefix("models/")
+            for m in models
+            if "generateContent" in (m.get("supportedGenerationMethods") or ["generateContent"])
+        ]
+
+
+def classify_gemini_error(status: int, err: Mapping[str, Any], headers: Mapping[str, str]) -> UpstreamError:
+    """Map a google.rpc error ({code, message, status, details}) to a spec 7.5 type.
+
+    RESOURCE_EXHAUSTED is both the per-minute limit and the daily/billing
+    quota, always with "You exceeded your current quota" in the message; the
+    QuotaFailure detail tells them apart: a per-day quota id (or a limit of 0,
+    i.e. no quota on this plan at all) will not recover by retrying, so it is
+    QUOTA_EXCEEDED (fail over); anything else is a RATE_LIMIT_ERROR.
+    """
+    message = str(err.get("message") or f"HTTP {status}")
+    code = err.get("status", "")
+    details = err.get("details") or []
+    reasons = {d.get("reason") for d in details if isinstance(d, dict)}
+    retry_after = retry_after_seconds(headers)
+    for d in details:
+        delay = d.get("retryDelay") if isinstance(d, dict) else None
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                retry_after = float(delay[:-1])
+            except ValueError:
+                pass
+    if code == "RESOURCE_EXHAUSTED" or status == 429:
+        violations = [v for d in details if isinstance(d, dict) for v in d.get("violations") or []]
+        daily = any("PerDay" in str(v.get("quotaId", "")) or str(v.get("quotaValue")) == "0" for v in violations)
+        kind = ErrorType.QUOTA_EXCEEDED if daily else ErrorType.RATE_LIMIT_ERROR
+    elif "API_KEY_INVALID" in reasons or code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+        kind = ErrorType.AUTHENTICATION_ERROR
+    elif code == "NOT_FOUND":
+        kind = ErrorType.MODEL_NOT_FOUND if "model" in message.lower() else ErrorType.UPSTREAM_ERROR
+    elif code == "FAILED_PRECONDITION":
+        # e.g. "User location is not supported", free tier unavailable: this key cannot serve, fail over.
+        kind = ErrorType.AUTHENTICATION_ERROR
+    elif code == "INVALID_ARGUMENT" or code == "OUT_OF_RANGE":
+        kind = ErrorType.INVALID_REQUEST
+    elif code == "UNAVAILABLE":
+        kind = ErrorType.SERVICE_UNAVAILABLE
+    elif code == "DEADLINE_EXCEEDED":
+        kind = ErrorType.TIMEOUT_ERROR
+    elif code in ("INTERNAL", "UNKNOWN", "ABORTED"):
+        kind = ErrorType.UPSTREAM_ERROR
+    else:
+        return classify_by_status(status, message, headers)
+    return UpstreamError(kind, message, status, retry_after)
+
+
+class GeminiStreamDecoder:
+    """Decodes `streamGenerateContent?alt=sse`: each event is a whole GenerateContentResponse.
+
+    Gemini sends no terminal event: the chunk with `finishReason` (and the
+    final usageMetadata) is followed by EOF, so StreamEnd is emitted at close()
+    when a finishReason was seen and StreamError otherwise.
+    """
+
+    def __init__(self) -> None:
+        self._sse = SSEParser()
+        self._started = False
+        self._done = False  # StreamEnd/StreamError emitted
+        self._finish: str | None = None
+        self._blocked = False
+        self._usage: Usage | None = None
+        self._tool_calls = 0
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for _event, data in self._sse.feed(chunk):
+            self._on_data(data, out)
+        return out
+
+    def close(self) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for _event, data in self._sse.close():
+            self._on_data(data, out)
+        if self._done:
+            return out
+        self._done = True
+        if self._finish is None and not self._blocked:
+            out.append(StreamError(ErrorType.NETWORK_ERROR.value, "Gemini stream ended before a finishReason"))
+            return out
+        if not self._started:
+            out.append(StreamStart("gen-" + uuid.uuid4().hex, ""))
+        out.append(StreamEnd(_stop_reason(self._finish, self._tool_calls > 0, self._blocked), usage=self._usage))
+        return out
+
+    def _on_data(self, data: str, out: list[StreamEvent]) -> None:
+        if self._done or not data.strip():
+            return
+        try:
+            obj = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self._done = True
+            out.append(StreamError(ErrorType.UPSTREAM_ERROR.value, "Gemini sent an unreadable stream event"))
+            return
+        if isinstance(obj.get("error"), dict):
+            err = classify_gemini_error(int(obj["error"].get("code") or 500), obj["error"], {})
+            self._done = True
+            out.append(StreamError(err.error_type.value, err.message))
+            return
+        if obj.get("usageMetadata"):
+            self._usage = _usage(obj["usageMetadata"])
+        if not self._started:
+            self._started = True
+            start_usage = Usage(input_tokens=self._usage.input_tokens) if self._usage else None
+            out.append(StreamStart(obj.get("responseId") or "gen-" + uuid.uuid4().hex,
+                                   obj.get("modelVersion", ""), start_usage))
+        candidates = obj.get("candidates") or []
+        if not candidates and (obj.get("promptFeedback") or {}).get("blockReason"):
+            self._blocked = True
+        if not candidates:
+            return
+        candidate = candidates[0]
+        for part in (candidate.get("content") or {}).get("parts") or []:
+            if "functionCall" in part:
+                call = part["functionCall"]
+                index = self._tool_calls
+                self._tool_calls += 1
+                out.append(ToolCallStart(index, call.get("id") or _new_call_id(), call.get("name", "")))
+                out.append(ToolCallDelta(index, orjson.dumps(call.get("args") or {}).decode()))
+            elif part.get("text"):
+                out.append(ThinkingDelta(part["text"]) if part.get("thought") else TextDelta(part["text"]))
+        if candidate.get("finishReason"):
+            self._finish = candidate["finishReason"]

@@ -1,0 +1,135 @@
+"""A fake Gemini API (v1beta) speaking the real wire format.
+
+- POST /v1beta/models/{model}:generateContent and :streamGenerateContent?alt=sse
+- GET /v1beta/models
+- auth: `x-goog-api-key` header (or `key` query); a wrong key is a 400
+  INVALID_ARGUMENT with ErrorInfo reason API_KEY_INVALID, a missing key a 403,
+  exactly as Google answers.
+- The "model" echoes the last user text; when tools are declared and the last
+  user turn is not a function response it calls the first tool with `tool_args`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.fakes.upstream_base import FakeUpstream, json_response
+
+
+def google_error(code: int, status: str, message: str, details: list[Any] | None = None) -> dict[str, Any]:
+    err: dict[str, Any] = {"code": code, "message": message, "status": status}
+    if details:
+        err["details"] = details
+    return {"error": err}
+
+
+class FakeGemini(FakeUpstream):
+    prefix = "/v1beta"
+
+    def __init__(self, api_key: str = "gm-test-key", models: tuple[str, ...] = ("gemini-2.5-flash",)) -> None:
+        super().__init__()
+        self.api_key = api_key
+        self.models = list(models)
+        self.tool_args: dict[str, Any] = {"city": "Paris"}
+
+    @property
+    def base_url(self) -> str:
+        return self.origin + self.prefix
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post(self.prefix + "/models/{target}", self._generate)
+        app.router.add_get(self.prefix + "/models", self._list)
+
+    def _auth(self, request: web.Request) -> web.Response | None:
+        key = request.headers.get("x-goog-api-key") or request.query.get("key")
+        if not key:
+            return json_response(google_error(
+                403, "PERMISSION_DENIED",
+                "Method doesn't allow unregistered callers (callers without established identity). "
+                "Please use API Key or other form of API consumer identity to call this API."), 403)
+        if key != self.api_key:
+            return json_response(google_error(
+                400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key.",
+                [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                  "domain": "googleapis.com",
+                  "metadata": {"service": "generativelanguage.googleapis.com"}}]), 400)
+        return None
+
+    async def _list(self, request: web.Request) -> web.Response:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        models = [
+            {"name": f"models/{m}", "displayName": m, "supportedGenerationMethods": ["generateContent", "countTokens"]}
+            for m in self.models
+        ]
+        models.append({"name": "models/text-embedding-004", "supportedGenerationMethods": ["embedContent"]})
+        return json_response({"models": models})
+
+    def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        contents = body["contents"]
+        last = contents[-1]["parts"]
+        responses = [p["functionResponse"] for p in last if "functionResponse" in p]
+        decls = [d for t in body.get("tools", []) for d in t.get("functionDeclarations", [])]
+        mode = body.get("toolConfig", {}).get("functionCallingConfig", {}).get("mode", "AUTO")
+        if decls and not responses and mode != "NONE":
+            allowed = body["toolConfig"]["functionCallingConfig"].get("allowedFunctionNames") if mode == "ANY" else None
+            name = allowed[0] if allowed else decls[0]["name"]
+            return [{"functionCall": {"name": name, "args": self.tool_args}}]
+        if responses:
+            return [{"text": f"{responses[0]['name']} returned {orjson.dumps(responses[0]['response']).decode()}"}]
+        text = " ".join(p.get("text", "") for p in last if "text" in p)
+        return [{"text": f"Echo: {text}"}]
+
+    async def _generate(self, request: web.Request) -> web.StreamResponse:
+        if (denied := self._auth(request)) is not None:
+            return denied
+        model, _, method = request.match_info["target"].partition(":")
+        if method not in ("generateContent", "streamGenerateContent"):
+            return json_response(google_error(404, "NOT_FOUND", "Method not found."), 404)
+        if model not in self.models:
+            return json_response(google_error(
+                404, "NOT_FOUND",
+                f"models/{model} is not found for API version v1beta, or is not supported for "
+                f"generateContent. Call ListModels to see the list of available models and their "
+                f"supported methods."), 404)
+        try:
+            body = orjson.loads(await request.read())
+            roles = {c["role"] for c in body["contents"]}
+            assert body["contents"] and roles <= {"user", "model"}
+        except (orjson.JSONDecodeError, KeyError, AssertionError, TypeError):
+            return json_response(google_error(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"), 400)
+        parts = self._answer(body)
+        prompt_tokens = len(orjson.dumps(body["contents"])) // 4
+        out_tokens = sum(len(orjson.dumps(p)) // 4 for p in parts)
+        usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens,
+                 "totalTokenCount": prompt_tokens + out_tokens}
+        if method == "generateContent":
+            return json_response({
+                "candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+                "usageMetadata": usage, "modelVersion": model, "responseId": "resp-fake-1",
+            })
+        if request.query.get("alt") != "sse":
+            return json_response(google_error(400, "INVALID_ARGUMENT", "test fake serves only alt=sse"), 400)
+        # Text is streamed word by word; the final chunk carries finishReason and full usage.
+        pieces: list[dict[str, Any]] = []
+        for part in parts:
+            if "text" in part:
+                words = part["text"].split(" ")
+                pieces.extend({"text": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words))
+            else:
+                pieces.append(part)
+        frames = []
+        for i, piece in enumerate(pieces):
+            chunk: dict[str, Any] = {
+                "candidates": [{"content": {"parts": [piece], "role": "model"}, "index": 0}],
+                "usageMetadata": {"promptTokenCount": prompt_tokens, "totalTokenCount": prompt_tokens},
+                "modelVersion": model, "responseId": "resp-fake-1",
+            }
+            if i == len(pieces) - 1:
+                chunk["candidates"][0]["finishReason"] = "STOP"
+                chunk["usageMetadata"] = usage
+            frames.append(b"data: " + orjson.dumps(chunk) + b"\r\n\r\n")
+        return await self.write_stream(request, frames, "text/event-stream")
