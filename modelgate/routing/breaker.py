@@ -1,0 +1,219 @@
+"""A circuit breaker per upstream endpoint (one base URL + one upstream key).
+
+CLOSED -> OPEN after `consecutive_failures` failures in a row, or a failure
+rate >= `failure_rate` over at least `min_calls` calls within `window_seconds`.
+OPEN -> HALF_OPEN once `recovery_seconds` have passed (seen on the next call
+or state query). HALF_OPEN admits `half_open_calls` trial calls: all succeed
+-> CLOSED, any fails -> OPEN again.
+
+The breaker counts calls, not attempts: the gateway retries one call on one
+endpoint several times and reports the outcome of that sequence once, so a
+single rate-limited call cannot open the breaker for everybody.
+Only upstream faults are failures; an INVALID_REQUEST or MODEL_NOT_FOUND
+answer proves the endpoint is up and counts as a success.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from modelgate.config import BreakerSettings
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.routing.events import Clock, EventSink, EventType, NullSink, ResilienceEventData
+
+NOT_FAULTS = frozenset({ErrorType.INVALID_REQUEST, ErrorType.MODEL_NOT_FOUND})
+
+
+def is_fault(err: UpstreamError | None) -> bool:
+    return err is not None and err.error_type not in NOT_FAULTS
+
+
+class BreakerState(str, enum.Enum):
+    CLOSED = "CLOSED"
+    OPEN = "OPEN"
+    HALF_OPEN = "HALF_OPEN"
+
+
+@dataclass(slots=True)
+class _Breaker:
+    state: BreakerState = BreakerState.CLOSED
+    consecutive: int = 0
+    window: deque[tuple[float, bool]] = field(default_factory=deque)  # (monotonic time, failed)
+    opened_mono: float = 0.0
+    opened_wall: float | None = None  # Unix seconds, for the console
+    trials_admitted: int = 0
+    trials_succeeded: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class BreakerStatus:
+    endpoint_id: str
+    state: BreakerState
+    failures: int  # consecutive failures (CLOSED) or failures in the window
+    opened_at: float | None  # Unix seconds of the last opening
+    retry_after: float | None  # seconds until calls are admitted again; None when admitting
+
+
+@dataclass(slots=True, frozen=True)
+class EventContext:
+    """Who saw a transition; copied into the recorded event."""
+
+    trace_id: str | None = None
+    channel_id: int | None = None
+    model: str | None = None
+
+
+class BreakerRegistry:
+    def __init__(self, settings: BreakerSettings, clock: Clock, sink: EventSink | None = None) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.sink = sink or NullSink()
+        self._breakers: dict[str, _Breaker] = {}
+
+    def _get(self, endpoint_id: str) -> _Breaker:
+        breaker = self._breakers.get(endpoint_id)
+        if breaker is None:
+            breaker = self._breakers[endpoint_id] = _Breaker()
+        return breaker
+
+    def _emit(
+        self, event: EventType, endpoint_id: str, ctx: EventContext | None, error_type: str | None = None,
+        detail: str = "",
+    ) -> None:
+        ctx = ctx or EventContext()
+        self.sink.record_event(ResilienceEventData(
+            event_type=event.value, trace_id=ctx.trace_id, channel_id=ctx.channel_id, endpoint=endpoint_id,
+            model=ctx.model, error_type=error_type, detail=detail,
+        ))
+
+    def _refresh(self, endpoint_id: str, breaker: _Breaker, ctx: EventContext | None) -> None:
+        """Apply the time-driven OPEN -> HALF_OPEN transition."""
+        if (
+            breaker.state is BreakerState.OPEN
+            and self.clock.monotonic() - breaker.opened_mono >= self.settings.recovery_seconds
+        ):
+            breaker.state = BreakerState.HALF_OPEN
+            breaker.trials_admitted = breaker.trials_succeeded = 0
+            self._emit(EventType.BREAKER_HALF_OPEN, endpoint_id, ctx,
+                       detail=f"recovery time of {self.settings.recovery_seconds:g}s passed")
+
+    def state(self, endpoint_id: str) -> BreakerState:
+        breaker = self._breakers.get(endpoint_id)
+        if breaker is None:
+            return BreakerState.CLOSED
+        self._refresh(endpoint_id, breaker, None)
+        return breaker.state
+
+    def acquire(self, endpoint_id: str, ctx: EventContext | None = None) -> bool:
+        """Whether a call may go to this endpoint now. In HALF_OPEN this takes a trial slot,
+        which the caller must give back with `record` or `release`."""
+        breaker = self._get(endpoint_id)
+        self._refresh(endpoint_id, breaker, ctx)
+        if breaker.state is BreakerState.CLOSED:
+            return True
+        if breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted < self.settings.half_open_calls:
+            breaker.trials_admitted += 1
+            return True
+        return False
+
+    def release(self, endpoint_id: str) -> None:
+        """Give back a trial slot of a call that ended without an outcome (cancelled)."""
+        breaker = self._breakers.get(endpoint_id)
+        if breaker is not None and breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted > 0:
+            breaker.trials_admitted -= 1
+
+    def allows_retry(self, endpoint_id: str) -> bool:
+        """A call holding this endpoint keeps retrying unless another call opened the breaker."""
+        return self.state(endpoint_id) is not BreakerState.OPEN
+
+    def record(self, endpoint_id: str, err: UpstreamError | None, ctx: EventContext | None = None) -> None:
+        """The outcome of one call on this endpoint (None = success)."""
+        breaker = self._get(endpoint_id)
+        failed = is_fault(err)
+        error_type = err.error_type.value if failed and err else None
+        if breaker.state is BreakerState.HALF_OPEN:
+            if failed:
+                self._open(endpoint_id, breaker, ctx, error_type, "a trial call failed")
+            else:
+                breaker.trials_succeeded += 1
+                if breaker.trials_succeeded >= self.settings.half_open_calls:
+                    self._close(breaker)
+                    self._emit(EventType.BREAKER_CLOSED, endpoint_id, ctx,
+                               detail=f"{self.settings.half_open_calls} trial calls succeeded")
+            return
+        if breaker.state is BreakerState.OPEN:
+            # An outcome of a call admitted before the breaker opened: it changes nothing.
+            return
+        now = self.clock.monotonic()
+        window = breaker.window
+        window.append((now, failed))
+        while window and window[0][0] <= now - self.settings.window_seconds:
+            window.popleft()
+        breaker.consecutive = breaker.consecutive + 1 if failed else 0
+        if not failed:
+            return
+        if breaker.consecutive >= self.settings.consecutive_failures:
+            self._open(endpoint_id, breaker, ctx, error_type, f"{breaker.consecutive} consecutive failures")
+            return
+        failures = sum(1 for _, f in window if f)
+        if len(window) >= self.settings.min_calls and failures / len(window) >= self.settings.failure_rate:
+            self._open(
+                endpoint_id, breaker, ctx, error_type,
+                f"failure rate {failures}/{len(window)} within {self.settings.window_seconds:g}s",
+            )
+
+    def _open(
+        self, endpoint_id: str, breaker: _Breaker, ctx: EventContext | None, error_type: str | None, why: str
+    ) -> None:
+        breaker.state = BreakerState.OPEN
+        breaker.opened_mono = self.clock.monotonic()
+        breaker.opened_wall = time.time()
+        breaker.trials_admitted = breaker.trials_succeeded = 0
+        self._emit(EventType.BREAKER_OPENED, endpoint_id, ctx, error_type, why)
+
+    @staticmethod
+    def _close(breaker: _Breaker) -> None:
+        breaker.state = BreakerState.CLOSED
+        breaker.consecutive = 0
+        breaker.window.clear()
+        breaker.trials_admitted = breaker.trials_succeeded = 0
+
+    def force_recover(self, endpoint_id: str, detail: str = "forced by an administrator") -> BreakerState:
+        """Admin action: close the breaker now. Returns the state it had before."""
+        breaker = self._get(endpoint_id)
+        self._refresh(endpoint_id, breaker, None)
+        previous = breaker.state
+        self._close(breaker)
+        self._emit(EventType.BREAKER_FORCED, endpoint_id, None, detail=f"{detail}; was {previous.value}")
+        return previous
+
+    def retry_after(self, endpoint_id: str) -> float:
+        """Seconds until this endpoint admits calls again (0 when it does now)."""
+        breaker = self._breakers.get(endpoint_id)
+        if breaker is None:
+            return 0.0
+        self._refresh(endpoint_id, breaker, None)
+        if breaker.state is BreakerState.OPEN:
+            return max(0.0, breaker.opened_mono + self.settings.recovery_seconds - self.clock.monotonic())
+        if breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted >= self.settings.half_open_calls:
+            # Trials are under way; their outcome is known within one call, so ask again soon.
+            return 1.0
+        return 0.0
+
+    def states(self) -> dict[str, BreakerStatus]:
+        """Every endpoint seen so far, for the console. Endpoints not listed are CLOSED."""
+        out: dict[str, BreakerStatus] = {}
+        for endpoint_id, breaker in self._breakers.items():
+            self._refresh(endpoint_id, breaker, None)
+            if breaker.state is BreakerState.CLOSED:
+                failures = breaker.consecutive
+            else:
+                failures = sum(1 for _, f in breaker.window if f)
+            wait = self.retry_after(endpoint_id)
+            out[endpoint_id] = BreakerStatus(
+                endpoint_id, breaker.state, failures, breaker.opened_wall, wait if wait > 0 else None
+            )
+        return out
