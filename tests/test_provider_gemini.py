@@ -21,7 +21,7 @@ from modelgate.protocols.ir import (
     ToolResult,
 )
 from modelgate.providers.base import Endpoint
-from modelgate.providers.gemini import GeminiAdapter, SSEParser, gemini_schema
+from modelgate.providers.gemini import GeminiAdapter, gemini_schema
 from tests.fakes.gemini_upstream import FakeGemini, google_error
 from tests.fakes.upstream_base import decode_stream, send
 
@@ -265,12 +265,3 @@ def test_no_argument_tool_has_no_parameters():
     req = ChatRequest("m", [user("x")], tools=[Tool("now", None, {"type": "object", "properties": {}})])
     body = orjson.loads(adapter.build_request(req, "g", Endpoint("e", 1, 1, "gemini", "", "k")).body)
     assert body["tools"] == [{"functionDeclarations": [{"name": "now"}]}]
-
-
-def test_sse_parser_handles_crlf_comments_and_split_lines():
-    p = SSEParser()
-    data = b": keep-alive\r\nevent: a\r\ndata: 1\r\ndata: 2\r\n\r\ndata: 3\n\n"
-    out = []
-    for i in range(len(data)):
-        out += p.feed(data[i : i + 1])
-    assert out + p.close() == [("a", "1\n2"), (None, "3")]

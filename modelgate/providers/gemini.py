@@ -27,6 +27,7 @@ from urllib.parse import quote
 import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols import sse
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -68,51 +69,6 @@ _FINISH: dict[str, StopReason] = {
     "MALFORMED_FUNCTION_CALL": "error",
     "UNEXPECTED_TOOL_CALL": "error",
 }
-
-
-class SSEParser:
-    """Incremental server-sent-events parser: bytes in any chunking -> (event, data) pairs."""
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event: str | None = None
-        self._data: list[str] = []
-
-    def feed(self, chunk: bytes) -> list[tuple[str | None, str]]:
-        self._buf += chunk
-        out: list[tuple[str | None, str]] = []
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
-                break
-            line = self._buf[:nl].rstrip(b"\r").decode("utf-8")
-            self._buf = self._buf[nl + 1 :]
-            self._line(line, out)
-        return out
-
-    def close(self) -> list[tuple[str | None, str]]:
-        out: list[tuple[str | None, str]] = []
-        if self._buf:
-            self._line(self._buf.rstrip(b"\r").decode("utf-8", "replace"), out)
-            self._buf = b""
-        self._line("", out)
-        return out
-
-    def _line(self, line: str, out: list[tuple[str | None, str]]) -> None:
-        if not line:
-            if self._data:
-                out.append((self._event, "\n".join(self._data)))
-            self._event, self._data = None, []
-        elif line.startswith(":"):
-            return
-        else:
-            name, _, value = line.partition(":")
-            if value.startswith(" "):
-                value = value[1:]
-            if name == "data":
-                self._data.append(value)
-            elif name == "event":
-                self._event = value
 
 
 # --- JSON schema -> Gemini Schema ----------------------------------------
@@ -447,7 +403,7 @@ class GeminiStreamDecoder:
     """
 
     def __init__(self) -> None:
-        self._sse = SSEParser()
+        self._sse = sse.SSEParser()
         self._started = False
         self._done = False  # StreamEnd/StreamError emitted
         self._finish: str | None = None
@@ -457,14 +413,16 @@ class GeminiStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for _event, data in self._sse.feed(chunk):
-            self._on_data(data, out)
+        for event in self._sse.feed(chunk):
+            self._on_data(event.data, out)
         return out
 
     def close(self) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for _event, data in self._sse.close():
-            self._on_data(data, out)
+        # A last event without its blank line still counts if it is whole JSON.
+        last = sse.parse_event(self._sse.pending) if self._sse.pending.strip() else None
+        if last is not None:
+            self._on_data(last.data, out)
         if self._done:
             return out
         self._done = True
