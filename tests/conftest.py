@@ -28,3 +28,18 @@ async def database(settings):
     await db.migrate()
     yield db
     await db.dispose()
+
+
+@pytest.fixture
+async def services(database, secret_box, settings):
+    """The service layer over `database`; `services.changes` counts on_change calls."""
+    from modelgate.services import Services
+
+    svc = Services(database, secret_box, settings)
+    svc.changes = 0
+
+    def on_change() -> None:
+        svc.changes += 1
+
+    svc.on_change = on_change
+    return svc

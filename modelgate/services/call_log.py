@@ -1,0 +1,67 @@
+"""Reading the call log (rows are written by storage.usage_writer)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from sqlalchemy import func, select
+
+from modelgate.errors import validation_error
+from modelgate.services.context import ServiceContext
+from modelgate.services.views import CallLogView, Page
+from modelgate.storage.models import CallLog
+
+MAX_PAGE = 1000
+
+
+def _utc(value: datetime) -> datetime:
+    # Stored times are UTC; SQLite keeps them without offset, so compare like with like.
+    if value.tzinfo is None:
+        return value
+    return value.astimezone(timezone.utc).replace(tzinfo=None)
+
+
+class CallLogService:
+    def __init__(self, ctx: ServiceContext) -> None:
+        self.ctx = ctx
+
+    async def query(
+        self,
+        *,
+        api_key_id: int | None = None,
+        model: str | None = None,
+        status: int | None = None,
+        trace_id: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> Page:
+        """Newest first. `since` is inclusive, `until` exclusive. Page.items are CallLogView."""
+        if not 1 <= limit <= MAX_PAGE or offset < 0:
+            raise validation_error(f"limit must be 1..{MAX_PAGE} and offset non-negative")
+        conditions = []
+        if api_key_id is not None:
+            conditions.append(CallLog.api_key_id == api_key_id)
+        if model is not None:
+            conditions.append(CallLog.model == model)
+        if status is not None:
+            conditions.append(CallLog.status == status)
+        if trace_id is not None:
+            conditions.append(CallLog.trace_id == trace_id)
+        if since is not None:
+            conditions.append(CallLog.created_at >= self._bound(since))
+        if until is not None:
+            conditions.append(CallLog.created_at < self._bound(until))
+        async with self.ctx.tx() as s:
+            total = await s.scalar(select(func.count()).select_from(CallLog).where(*conditions))
+            rows = await s.scalars(
+                select(CallLog).where(*conditions).order_by(CallLog.created_at.desc(), CallLog.id.desc())
+                .limit(limit).offset(offset)
+            )
+            return Page([CallLogView.of(r) for r in rows.all()], int(total or 0), limit, offset)
+
+    def _bound(self, value: datetime) -> datetime:
+        if self.ctx.db.is_sqlite:
+            return _utc(value)
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
