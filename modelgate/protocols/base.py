@@ -57,7 +57,9 @@ class ClientCodec(Protocol):
         """The non-streamed client body for an IR response; `model` is what the client asked for."""
         ...
 
-    def stream_encoder(self, model: str) -> StreamEncoder: ...
+    def stream_encoder(self, model: str, body: dict[str, Any]) -> StreamEncoder:
+        """An encoder for one response; `body` is the client request (stream options)."""
+        ...
 
     def stream_error(self, error_type: str, message: str) -> bytes:
         """The protocol's own in-stream error event, for failures after the first byte."""

@@ -1,0 +1,458 @@
+"""The chat-completions protocol (spec 2.1, 4.1): validation, IR decoding and encoding."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import orjson
+
+from modelgate.errors import ClientProtocol, invalid_request
+from modelgate.protocols import sse
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ThinkingPart,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolChoice,
+    ToolResult,
+    Usage,
+    UsageUpdate,
+)
+
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_NUMBER = (int, float)
+
+FINISH_REASON: dict[str | None, str] = {
+    "stop": "stop",
+    "stop_sequence": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "error": "stop",
+    None: "stop",
+}
+STOP_REASON: dict[str, StopReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, _NUMBER) and not isinstance(value, bool)
+
+
+def _check_number(body: dict[str, Any], name: str, low: float, high: float) -> None:
+    value = body.get(name)
+    if value is None:
+        return
+    if not _is_number(value) or not low <= value <= high:
+        raise invalid_request(f"'{name}' must be a number between {low:g} and {high:g}")
+
+
+def _validate_message(index: int, message: Any) -> None:
+    where = f"messages[{index}]"
+    if not isinstance(message, dict):
+        raise invalid_request(f"'{where}' must be an object")
+    role = message.get("role")
+    if role not in ROLES:
+        raise invalid_request(f"'{where}.role' must be one of system, user, assistant, tool")
+    content = message.get("content")
+    if isinstance(content, list):
+        raise invalid_request(
+            f"'{where}.content' must be a string: content arrays (multimodal input) are not supported "
+            "on the chat-completions protocol; use the messages protocol for images"
+        )
+    if role == "assistant":
+        tool_calls = message.get("tool_calls")
+        if content is None and not tool_calls:
+            raise invalid_request(f"'{where}.content' is required unless 'tool_calls' is given")
+        if tool_calls is not None:
+            _validate_tool_calls(where, tool_calls)
+    elif not isinstance(content, str):
+        raise invalid_request(f"'{where}.content' must be a string")
+    if content is not None and not isinstance(content, str):
+        raise invalid_request(f"'{where}.content' must be a string")
+    if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+        raise invalid_request(f"'{where}.tool_call_id' is required for role 'tool'")
+    name = message.get("name")
+    if name is not None and not isinstance(name, str):
+        raise invalid_request(f"'{where}.name' must be a string")
+
+
+def _validate_tool_calls(where: str, tool_calls: Any) -> None:
+    if not isinstance(tool_calls, list):
+        raise invalid_request(f"'{where}.tool_calls' must be an array")
+    for i, call in enumerate(tool_calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if (
+            not isinstance(function, dict)
+            or not isinstance(call.get("id"), str)
+            or not isinstance(function.get("name"), str)
+            or not isinstance(function.get("arguments", ""), str)
+        ):
+            raise invalid_request(
+                f"'{where}.tool_calls[{i}]' must be {{id, type: 'function', function: {{name, arguments}}}}"
+            )
+
+
+def _validate_tools(tools: Any) -> set[str]:
+    if not isinstance(tools, list):
+        raise invalid_request("'tools' must be an array")
+    names = set()
+    for i, tool in enumerate(tools):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(function, dict):
+            raise invalid_request(f"'tools[{i}]' must be {{type: 'function', function: {{name, parameters}}}}")
+        name = function.get("name")
+        if not isinstance(name, str) or not name:
+            raise invalid_request(f"'tools[{i}].function.name' must be a non-empty string")
+        parameters = function.get("parameters")
+        if parameters is not None and not isinstance(parameters, dict):
+            raise invalid_request(f"'tools[{i}].function.parameters' must be a JSON-schema object")
+        description = function.get("description")
+        if description is not None and not isinstance(description, str):
+            raise invalid_request(f"'tools[{i}].function.description' must be a string")
+        names.add(name)
+    return names
+
+
+def _validate_tool_choice(choice: Any, tool_names: set[str]) -> None:
+    if isinstance(choice, str):
+        if choice in ("auto", "none", "required") or choice in tool_names:
+            return
+        raise invalid_request("'tool_choice' must be 'auto', 'none', 'required' or the name of a given tool")
+    if isinstance(choice, dict):
+        function = choice.get("function")
+        if choice.get("type") == "function" and isinstance(function, dict) and function.get("name") in tool_names:
+            return
+    raise invalid_request("'tool_choice' names a tool that is not in 'tools'")
+
+
+def _tool_choice_to_ir(choice: Any, parallel: Any) -> ToolChoice | None:
+    parallel_flag = parallel if isinstance(parallel, bool) else None
+    if choice is None:
+        return ToolChoice("auto", parallel=parallel_flag) if parallel_flag is not None else None
+    if isinstance(choice, dict):
+        return ToolChoice("tool", choice["function"]["name"], parallel_flag)
+    if choice in ("auto", "none", "required"):
+        return ToolChoice(choice, parallel=parallel_flag)
+    return ToolChoice("tool", choice, parallel_flag)
+
+
+def usage_from_openai(usage: Any) -> Usage:
+    if not isinstance(usage, dict):
+        return Usage()
+    details = usage.get("prompt_tokens_details") or {}
+    return Usage(
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+    )
+
+
+def usage_to_openai(usage: Usage) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+    if usage.cache_read_tokens:
+        body["prompt_tokens_details"] = {"cached_tokens": usage.cache_read_tokens}
+    return body
+
+
+def error_event(error_type: str, message: str) -> bytes:
+    """The in-stream error frame OpenAI sends when a stream fails after it started."""
+    return sse.encode(orjson.dumps({"error": {"message": message, "type": error_type.lower(), "code": error_type}}))
+
+
+def completion_id(upstream_id: str) -> str:
+    return upstream_id if upstream_id.startswith("chatcmpl-") else f"chatcmpl-{upstream_id or uuid.uuid4().hex}"
+
+
+class ChatCodec:
+    protocol = ClientProtocol.CHAT
+    native_wire = "openai-chat"
+
+    def validate(self, body: Any) -> tuple[str, bool]:
+        if not isinstance(body, dict):
+            raise invalid_request("The request body must be a JSON object")
+        model = body.get("model")
+        if not isinstance(model, str) or not model:
+            raise invalid_request("'model' is required and must be a non-empty string")
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise invalid_request("'messages' is required and must be a non-empty array")
+        for index, message in enumerate(messages):
+            _validate_message(index, message)
+        for name in ("max_tokens", "max_completion_tokens"):
+            value = body.get(name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise invalid_request(f"'{name}' must be a positive integer")
+        _check_number(body, "temperature", 0, 2)
+        _check_number(body, "top_p", 0, 1)
+        _check_number(body, "frequency_penalty", -2, 2)
+        _check_number(body, "presence_penalty", -2, 2)
+        stop = body.get("stop")
+        if stop is not None and not isinstance(stop, str):
+            if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+                raise invalid_request("'stop' must be an array of strings")
+        response_format = body.get("response_format")
+        if response_format is not None:
+            if not isinstance(response_format, dict) or response_format.get("type") not in (
+                "text",
+                "json_object",
+                "json_schema",
+            ):
+                raise invalid_request("'response_format' must be {type: 'json_object'} (or 'text', 'json_schema')")
+        seed = body.get("seed")
+        if seed is not None and not _is_int(seed):
+            raise invalid_request("'seed' must be an integer")
+        tool_names: set[str] = set()
+        if body.get("tools") is not None:
+            tool_names = _validate_tools(body["tools"])
+        if body.get("tool_choice") is not None:
+            _validate_tool_choice(body["tool_choice"], tool_names)
+        stream = body.get("stream", False)
+        if stream is None:
+            stream = False
+        if not isinstance(stream, bool):
+            raise invalid_request("'stream' must be a boolean")
+        options = body.get("stream_options")
+        if options is not None and not isinstance(options, dict):
+            raise invalid_request("'stream_options' must be an object")
+        n = body.get("n")
+        if n is not None and (not _is_int(n) or n < 1):
+            raise invalid_request("'n' must be a positive integer")
+        return model, stream
+
+    def to_ir(self, body: dict[str, Any]) -> ChatRequest:
+        system: list[str] = []
+        messages: list[Message] = []
+        for message in body["messages"]:
+            role = message["role"]
+            content = message.get("content")
+            if role in ("system", "developer"):
+                system.append(content)
+            elif role == "user":
+                messages.append(Message("user", [TextPart(content)]))
+            elif role == "assistant":
+                parts: list[Any] = []
+                reasoning = message.get("reasoning_content")
+                if isinstance(reasoning, str) and reasoning:
+                    parts.append(ThinkingPart(reasoning))
+                if content:
+                    parts.append(TextPart(content))
+                for call in message.get("tool_calls") or ():
+                    function = call["function"]
+                    parts.append(ToolCall(call["id"], function["name"], function.get("arguments") or "{}"))
+                messages.append(Message("assistant", parts))
+            else:
+                result = ToolResult(message["tool_call_id"], [TextPart(content)])
+                if messages and messages[-1].role == "tool":
+                    messages[-1].parts.append(result)  # parallel tool results form one turn
+                else:
+                    messages.append(Message("tool", [result]))
+        stop = body.get("stop")
+        tools = [
+            Tool(t["function"]["name"], t["function"].get("description"), t["function"].get("parameters") or {})
+            for t in body.get("tools") or ()
+        ]
+        response_format = body.get("response_format")
+        if response_format and response_format.get("type") == "text":
+            response_format = None
+        return ChatRequest(
+            model=body["model"],
+            messages=messages,
+            system=system,
+            max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+            temperature=body.get("temperature"),
+            top_p=body.get("top_p"),
+            stop=[stop] if isinstance(stop, str) else list(stop or ()),
+            tools=tools,
+            tool_choice=_tool_choice_to_ir(body.get("tool_choice"), body.get("parallel_tool_calls")),
+            response_format=response_format,
+            seed=body.get("seed"),
+            frequency_penalty=body.get("frequency_penalty"),
+            presence_penalty=body.get("presence_penalty"),
+            user=body.get("user"),
+            stream=bool(body.get("stream")),
+        )
+
+    def encode_response(self, resp: ChatResponse, model: str) -> bytes:
+        text = "".join(p.text for p in resp.parts if isinstance(p, TextPart))
+        reasoning = "".join(p.text for p in resp.parts if isinstance(p, ThinkingPart))
+        calls = [p for p in resp.parts if isinstance(p, ToolCall)]
+        message: dict[str, Any] = {"role": "assistant", "content": text if (text or not calls) else None}
+        if reasoning:
+            message["reasoning_content"] = reasoning
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls
+            ]
+        return orjson.dumps(
+            {
+                "id": completion_id(resp.id),
+                "object": "chat.completion",
+                "created": resp.created or int(time.time()),
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": message,
+                        "finish_reason": FINISH_REASON.get(resp.stop_reason, "stop"),
+                        "logprobs": None,
+                    }
+                ],
+                "usage": usage_to_openai(resp.usage),
+            }
+        )
+
+    def stream_encoder(self, model: str, body: dict[str, Any]) -> "ChatStreamEncoder":
+        options = body.get("stream_options") or {}
+        return ChatStreamEncoder(model, bool(options.get("include_usage")))
+
+    def stream_error(self, error_type: str, message: str) -> bytes:
+        return error_event(error_type, message)
+
+    def native_usage(self, body: dict[str, Any]) -> Usage:
+        return usage_from_openai(body.get("usage"))
+
+    def native_stream_tap(self, body: dict[str, Any]) -> "ChatStreamTap":
+        options = body.get("stream_options") or {}
+        return ChatStreamTap(client_wants_usage=bool(options.get("include_usage")))
+
+
+class ChatStreamEncoder:
+    """IR stream events → chat.completion.chunk SSE frames."""
+
+    __slots__ = ("model", "include_usage", "id", "created", "usage")
+
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self.model = model
+        self.include_usage = include_usage
+        self.id = f"chatcmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+        self.usage = Usage()
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        chunk = {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
+        }
+        return sse.encode(orjson.dumps(chunk))
+
+    def encode(self, event: StreamEvent) -> bytes:
+        if isinstance(event, TextDelta):
+            return self._chunk({"content": event.text})
+        if isinstance(event, ToolCallDelta):
+            return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
+        if isinstance(event, ToolCallStart):
+            call = {"index": event.index, "id": event.id, "type": "function",
+                    "function": {"name": event.name, "arguments": ""}}
+            return self._chunk({"tool_calls": [call]})
+        if isinstance(event, ThinkingDelta):
+            return self._chunk({"reasoning_content": event.text})
+        if isinstance(event, StreamStart):
+            self.id = completion_id(event.id)
+            if event.usage:
+                self.usage = event.usage
+            return self._chunk({"role": "assistant", "content": ""})
+        if isinstance(event, UsageUpdate):
+            self._merge_usage(event.usage)
+            return b""
+        if isinstance(event, StreamEnd):
+            if event.usage:
+                self._merge_usage(event.usage)
+            out = self._chunk({}, FINISH_REASON.get(event.stop_reason, "stop"))
+            if self.include_usage:
+                usage_chunk = {
+                    "id": self.id,
+                    "object": "chat.completion.chunk",
+                    "created": self.created,
+                    "model": self.model,
+                    "choices": [],
+                    "usage": usage_to_openai(self.usage),
+                }
+                out += sse.encode(orjson.dumps(usage_chunk))
+            return out + DONE
+        if isinstance(event, StreamError):
+            return error_event(event.error_type, event.message)
+        return b""
+
+    def _merge_usage(self, usage: Usage) -> None:
+        # Upstreams report input tokens up front and output tokens at the end.
+        self.usage = Usage(
+            input_tokens=usage.input_tokens or self.usage.input_tokens,
+            output_tokens=usage.output_tokens or self.usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens or self.usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens or self.usage.cache_write_tokens,
+        )
+
+    def keepalive(self) -> bytes:
+        return b": keep-alive\n\n"
+
+
+class ChatStreamTap:
+    """Reads usage from a pass-through chat stream and hides the usage chunk the gateway asked for.
+
+    Bytes are forwarded event by event as they complete; only an event split
+    across socket reads waits for its remaining bytes.
+    """
+
+    __slots__ = ("client_wants_usage", "usage", "finished", "_parser")
+
+    def __init__(self, client_wants_usage: bool) -> None:
+        self.client_wants_usage = client_wants_usage
+        self.usage: Usage | None = None
+        self.finished = False
+        self._parser = sse.SSEParser()
+
+    def filter(self, chunk: bytes) -> bytes:
+        events = self._parser.feed(chunk)
+        if not events:
+            return b""
+        out = []
+        for event in events:
+            data = event.data
+            if data == "[DONE]":
+                self.finished = True
+            elif '"usage":{' in data or '"usage": {' in data:
+                try:
+                    parsed = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    parsed = None
+                if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
+                    self.usage = usage_from_openai(parsed["usage"])
+                    if not self.client_wants_usage and not parsed.get("choices"):
+                        continue
+            out.append(event.raw)
+        return b"".join(out)

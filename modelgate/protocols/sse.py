@@ -1,0 +1,73 @@
+"""Incremental server-sent-events framing over raw byte chunks.
+
+Hand-written because the gateway reads upstream bytes in whatever chunks the
+socket yields and must forward them without waiting: the SSE client
+libraries available each own their HTTP client and parse whole responses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(slots=True)
+class SSEEvent:
+    event: str | None
+    data: str
+    raw: bytes  # the exact bytes of the event including its terminating blank line
+
+
+class SSEParser:
+    """Splits a byte stream into events at blank lines; handles \\n and \\r\\n."""
+
+    __slots__ = ("_buffer",)
+
+    def __init__(self) -> None:
+        self._buffer = b""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")
+        events = []
+        start = 0
+        while True:
+            end = buffer.find(b"\n\n", start)
+            if end < 0:
+                break
+            raw = buffer[start : end + 2]
+            start = end + 2
+            event = parse_event(raw)
+            if event is not None:
+                events.append(event)
+        self._buffer = buffer[start:]
+        return events
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of an event not yet terminated (what a cut stream left behind)."""
+        return self._buffer
+
+
+def parse_event(raw: bytes) -> SSEEvent | None:
+    name = None
+    data_lines = []
+    for line in raw.decode("utf-8", "replace").split("\n"):
+        if not line or line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data_lines.append(value)
+        elif field == "event":
+            name = value
+    if name is None and not data_lines:
+        return None  # a comment-only keep-alive
+    return SSEEvent(name, "\n".join(data_lines), raw)
+
+
+def encode(data: bytes, event: str | None = None) -> bytes:
+    if event is None:
+        return b"data: " + data + b"\n\n"
+    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"

@@ -1,0 +1,301 @@
+"""The chat-completions wire format, spoken by OpenAI and most compatible providers."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import orjson
+
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols import sse
+from modelgate.protocols.chat import STOP_REASON, usage_from_openai
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ThinkingPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+    UsageUpdate,
+)
+from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
+
+_JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+def _text_of(parts: list[Any]) -> str:
+    return "".join(p.text for p in parts if isinstance(p, TextPart))
+
+
+def _image_url(part: ImagePart) -> str:
+    if part.url:
+        return part.url
+    return f"data:{part.media_type or 'image/png'};base64,{part.data}"
+
+
+def _user_content(parts: list[Any]) -> str | list[dict[str, Any]]:
+    if all(isinstance(p, TextPart) for p in parts):
+        return _text_of(parts)
+    content: list[dict[str, Any]] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            content.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+    return content
+
+
+def _tool_result_content(result: ToolResult) -> str:
+    # Chat upstreams take tool results as text; images in results have no place there.
+    text = _text_of(result.content)
+    return f"Error: {text}" if result.is_error and not text.startswith("Error") else text
+
+
+def messages_to_openai(req: ChatRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": text} for text in req.system]
+    for message in req.messages:
+        if message.role == "user":
+            out.append({"role": "user", "content": _user_content(message.parts)})
+        elif message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": _text_of(message.parts) or None}
+            calls = [p for p in message.parts if isinstance(p, ToolCall)]
+            if calls:
+                entry["tool_calls"] = [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in calls
+                ]
+            elif entry["content"] is None:
+                entry["content"] = ""
+            out.append(entry)
+        else:
+            for part in message.parts:
+                if isinstance(part, ToolResult):
+                    out.append({"role": "tool", "tool_call_id": part.tool_call_id,
+                                "content": _tool_result_content(part)})
+                elif isinstance(part, (TextPart, ImagePart)):
+                    # Text next to tool results (messages protocol) becomes a user turn.
+                    out.append({"role": "user", "content": _user_content([part])})
+    return out
+
+
+def request_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req)}
+    if req.max_tokens is not None:
+        body["max_tokens"] = req.max_tokens
+    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user"):
+        value = getattr(req, name)
+        if value is not None:
+            body[name] = value
+    if req.stop:
+        body["stop"] = req.stop
+    if req.response_format:
+        body["response_format"] = req.response_format
+    if req.tools:
+        body["tools"] = [
+            {"type": "function",
+             "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
+            for t in req.tools
+        ]
+        choice = req.tool_choice
+        if choice is not None:
+            if choice.mode == "tool":
+                body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
+            else:
+                body["tool_choice"] = choice.mode
+            if choice.parallel is False:
+                body["parallel_tool_calls"] = False
+    if req.stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def _error_fields(body: bytes) -> tuple[str, str, str]:
+    """(message, type, code) of an OpenAI-style error body, tolerant of other shapes."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:500].decode("utf-8", "replace") or "upstream error", "", ""
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message") or ""), str(error.get("type") or ""), str(error.get("code") or "")
+    if isinstance(error, str):
+        return error, "", ""
+    if isinstance(parsed, dict) and isinstance(parsed.get("message"), str):
+        return parsed["message"], "", ""
+    return body[:500].decode("utf-8", "replace"), "", ""
+
+
+class OpenAIChatAdapter:
+    wire = "openai-chat"
+    chat_path = "/chat/completions"
+
+    def url(self, endpoint: Endpoint, upstream_model: str) -> str:
+        return endpoint.base_url.rstrip("/") + self.chat_path
+
+    def headers(self, endpoint: Endpoint) -> dict[str, str]:
+        if not endpoint.api_key:
+            return dict(_JSON_HEADERS)
+        return {**_JSON_HEADERS, "authorization": f"Bearer {endpoint.api_key}"}
+
+    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        body = request_body(req, upstream_model)
+        return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
+                               orjson.dumps(body))
+
+    def build_native_request(
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+    ) -> UpstreamRequest:
+        forwarded = dict(body)
+        forwarded["model"] = upstream_model
+        if stream:
+            # Ask for usage on streams; the client's own choice is honoured by the stream tap.
+            forwarded["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+        return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
+                               orjson.dumps(forwarded))
+
+    def parse_response(self, body: bytes) -> ChatResponse:
+        try:
+            data = orjson.loads(body)
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
+            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a malformed chat completion")
+        parts: list[Any] = []
+        reasoning = message.get("reasoning_content")
+        if isinstance(reasoning, str) and reasoning:
+            parts.append(ThinkingPart(reasoning))
+        if message.get("content"):
+            parts.append(TextPart(message["content"]))
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            parts.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or "{}"))
+        return ChatResponse(
+            id=str(data.get("id") or ""),
+            model=str(data.get("model") or ""),
+            parts=parts,
+            stop_reason=STOP_REASON.get(choice.get("finish_reason") or "", "stop"),
+            usage=usage_from_openai(data.get("usage")),
+            created=data.get("created") if isinstance(data.get("created"), int) else None,
+        )
+
+    def stream_decoder(self) -> "OpenAIStreamDecoder":
+        return OpenAIStreamDecoder()
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        message, error_type, code = _error_fields(body)
+        error = classify_by_status(status, message, headers)
+        lowered = f"{error_type} {code}".lower()
+        if "insufficient_quota" in lowered or "billing" in lowered:
+            error.error_type = ErrorType.QUOTA_EXCEEDED
+        elif code == "model_not_found" or (status in (400, 404) and "model" in message.lower()
+                                          and ("not exist" in message.lower() or "not found" in message.lower())):
+            error.error_type = ErrorType.MODEL_NOT_FOUND
+        elif code == "invalid_api_key":
+            error.error_type = ErrorType.AUTHENTICATION_ERROR
+        return error
+
+    def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
+        return UpstreamRequest("GET", endpoint.base_url.rstrip("/") + "/models", self.headers(endpoint))
+
+    def parse_models(self, body: bytes) -> list[str]:
+        data = orjson.loads(body)
+        return [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+
+
+class OpenAIStreamDecoder:
+    """chat.completion.chunk SSE → IR events."""
+
+    def __init__(self) -> None:
+        self._parser = sse.SSEParser()
+        self._started = False
+        self._ended = False
+        self._stop: StopReason | None = None
+        self._usage: Usage | None = None
+        # upstream tool-call index → our index; upstreams number calls per choice
+        self._tool_index: dict[int, int] = {}
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        for event in self._parser.feed(chunk):
+            if self._ended:
+                break
+            self._on_data(event.data, events)
+        return events
+
+    def _on_data(self, data: str, events: list[StreamEvent]) -> None:
+        if data == "[DONE]":
+            self._finish(events)
+            return
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, "Upstream sent a malformed stream chunk"))
+            self._ended = True
+            return
+        if not isinstance(chunk, dict):
+            return
+        if "error" in chunk:
+            message, _, _ = _error_fields(data.encode())
+            events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, message))
+            self._ended = True
+            return
+        if not self._started:
+            self._started = True
+            events.append(StreamStart(str(chunk.get("id") or ""), str(chunk.get("model") or "")))
+        if isinstance(chunk.get("usage"), dict):
+            self._usage = usage_from_openai(chunk["usage"])
+            events.append(UsageUpdate(self._usage))
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta") or {}
+            reasoning = delta.get("reasoning_content")
+            if reasoning:
+                events.append(ThinkingDelta(reasoning))
+            if delta.get("content"):
+                events.append(TextDelta(delta["content"]))
+            for call in delta.get("tool_calls") or ():
+                self._on_tool_call(call, events)
+            if choice.get("finish_reason"):
+                self._stop = STOP_REASON.get(choice["finish_reason"], "stop")
+
+    def _on_tool_call(self, call: dict[str, Any], events: list[StreamEvent]) -> None:
+        upstream_index = call.get("index", len(self._tool_index))
+        function = call.get("function") or {}
+        index = self._tool_index.get(upstream_index)
+        if index is None:
+            index = self._tool_index[upstream_index] = len(self._tool_index)
+            events.append(ToolCallStart(index, call.get("id") or f"call_{index}", function.get("name") or ""))
+        if function.get("arguments"):
+            events.append(ToolCallDelta(index, function["arguments"]))
+
+    def _finish(self, events: list[StreamEvent]) -> None:
+        if not self._started:
+            events.append(StreamStart("", ""))
+            self._started = True
+        events.append(StreamEnd(self._stop or "stop", None, self._usage))
+        self._ended = True
+
+    def close(self) -> list[StreamEvent]:
+        if self._ended:
+            return []
+        events: list[StreamEvent] = []
+        if self._stop is not None:
+            # Some compatible servers end without [DONE] after a final finish_reason.
+            self._finish(events)
+            return events
+        self._ended = True
+        return [StreamError(ErrorType.NETWORK_ERROR.value, "Upstream stream ended before completion")]
+
+
