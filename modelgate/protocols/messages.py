@@ -18,6 +18,7 @@ import orjson
 
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
+from modelgate.protocols import sse
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -89,49 +90,7 @@ _TOOL_CHOICES = ("auto", "any", "tool", "none")
 
 def sse_frame(event: str, data: dict[str, Any]) -> bytes:
     """One vendor SSE frame: `event: <type>` + `data: <json>` + blank line."""
-    return b"event: " + event.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
-
-
-class SSEParser:
-    """Incremental server-sent-events parser: bytes in arbitrary chunks -> (event, data) pairs.
-
-    Follows the WHATWG event-stream rules that matter for model APIs: LF or CRLF
-    line ends, multi-line data joined by LF, comment lines ignored, an event is
-    dispatched on a blank line.
-    """
-
-    __slots__ = ("_buf", "_event", "_data")
-
-    def __init__(self) -> None:
-        self._buf = b""
-        self._event: str | None = None
-        self._data: list[bytes] = []
-
-    def feed(self, chunk: bytes) -> list[tuple[str | None, bytes]]:
-        self._buf += chunk
-        out: list[tuple[str | None, bytes]] = []
-        while True:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
-                return out
-            line = self._buf[:nl]
-            self._buf = self._buf[nl + 1 :]
-            if line.endswith(b"\r"):
-                line = line[:-1]
-            if not line:
-                if self._data or self._event is not None:
-                    out.append((self._event, b"\n".join(self._data)))
-                self._event, self._data = None, []
-                continue
-            if line.startswith(b":"):
-                continue
-            name, _, value = line.partition(b":")
-            if value.startswith(b" "):
-                value = value[1:]
-            if name == b"event":
-                self._event = value.decode("utf-8", "replace")
-            elif name == b"data":
-                self._data.append(value)
+    return sse.encode(orjson.dumps(data), event)
 
 
 # --- usage ----------------------------------------------------------------
@@ -722,18 +681,19 @@ class MessagesStreamTap:
         self.usage: Usage | None = None
         self.finished = False
         self.stop_reason: str | None = None
-        self._parser = SSEParser()
+        self._parser = sse.SSEParser()
         self._raw: dict[str, Any] = {}  # vendor usage fields, cumulative
 
     def filter(self, chunk: bytes) -> bytes:
-        for event, data in self._parser.feed(chunk):
+        for frame in self._parser.feed(chunk):
+            event = frame.event
             if event not in self._WATCHED:
                 continue
             if event == "message_stop":
                 self.finished = True
                 continue
             try:
-                payload = orjson.loads(data)
+                payload = orjson.loads(frame.data)
             except orjson.JSONDecodeError:
                 continue
             if event == "message_start":
@@ -761,7 +721,7 @@ class MessagesCodec:
     def encode_response(self, resp: ChatResponse, model: str) -> bytes:
         return encode_response(resp, model)
 
-    def stream_encoder(self, model: str) -> MessagesStreamEncoder:
+    def stream_encoder(self, model: str, body: dict[str, Any]) -> MessagesStreamEncoder:
         return MessagesStreamEncoder(model)
 
     def stream_error(self, error_type: str, message: str) -> bytes:

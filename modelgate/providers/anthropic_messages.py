@@ -1,0 +1,422 @@
+"""Anthropic Messages API wire adapter (`POST {base}/v1/messages`).
+
+The base URL is the API origin without `/v1` (as in the vendor's SDKs), e.g.
+https://api.anthropic.com or a compatible provider's `.../anthropic`; a base
+that already ends in `/v1` is accepted too. Auth is `x-api-key` plus
+`anthropic-version: 2023-06-01`.
+
+Mapping notes (the full table is docs/conversion.md):
+- `max_tokens` is required by the vendor: DEFAULT_MAX_TOKENS when the client gave none.
+- IR `tool` turns and neighbouring user turns merge into one user message
+  (tool_result blocks in their original order); consecutive turns of one role merge.
+- JSON mode (`response_format`) has no vendor field: it becomes an instruction
+  appended to the system prompt (with the schema for `json_schema`).
+- temperature is clamped to the vendor's range [0, 1]; seed, frequency and
+  presence penalties are dropped.
+- Thinking parts without a signature (reasoning from another provider) and empty
+  text parts are dropped: the vendor rejects both.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import orjson
+
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols import sse
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ThinkingPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+)
+from modelgate.protocols.messages import NATIVE_WIRE, STOP_FROM_VENDOR, tool_input, usage_from_vendor
+from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+
+JSON_OBJECT_INSTRUCTION = (
+    "Respond with a single valid JSON object only: no prose, no code fences, nothing before or after it."
+)
+
+# vendor error type -> spec 7.5 error type (refined by message below)
+_ERROR_TYPES: dict[str, ErrorType] = {
+    "rate_limit_error": ErrorType.RATE_LIMIT_ERROR,
+    "overloaded_error": ErrorType.SERVICE_UNAVAILABLE,
+    "authentication_error": ErrorType.AUTHENTICATION_ERROR,
+    "permission_error": ErrorType.AUTHENTICATION_ERROR,
+    "billing_error": ErrorType.QUOTA_EXCEEDED,
+    "timeout_error": ErrorType.TIMEOUT_ERROR,
+    "api_error": ErrorType.UPSTREAM_ERROR,
+    "invalid_request_error": ErrorType.INVALID_REQUEST,
+    "request_too_large": ErrorType.INVALID_REQUEST,
+}
+_QUOTA_HINTS = ("credit balance", "billing", "spend limit", "quota")
+
+
+def _base(endpoint: Endpoint) -> str:
+    base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+    return base.removesuffix("/v1")
+
+
+def _headers(endpoint: Endpoint) -> dict[str, str]:
+    return {
+        "x-api-key": endpoint.api_key,
+        "anthropic-version": API_VERSION,
+        "content-type": "application/json",
+    }
+
+
+# --- IR -> vendor request -------------------------------------------------------
+
+
+def _image_block(part: ImagePart) -> dict[str, Any]:
+    if part.data is not None:
+        return {"type": "image", "source": {"type": "base64", "media_type": part.media_type or "image/png", "data": part.data}}
+    url = part.url or ""
+    if url.startswith("data:") and ";base64," in url:
+        # A data URL from a chat client: the vendor takes it as base64 source.
+        header, _, data = url.partition(";base64,")
+        return {"type": "image", "source": {"type": "base64", "media_type": header[5:] or "image/png", "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+def _result_block(part: ToolResult) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
+    content = [
+        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_block(p)
+        for p in part.content
+        if not (isinstance(p, TextPart) and not p.text)
+    ]
+    if content:
+        block["content"] = content
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            blocks.append(_image_block(part))
+        elif isinstance(part, ThinkingPart):
+            # Only the vendor's own signed thinking can be sent back to it.
+            if part.signature and message.role == "assistant":
+                blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+        elif isinstance(part, ToolCall):
+            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part.arguments)})
+        elif isinstance(part, ToolResult):
+            blocks.append(_result_block(part))
+    return blocks
+
+
+def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
+    """The vendor request body for an IR request."""
+    messages: list[dict[str, Any]] = []
+    for message in req.messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+
+    body: dict[str, Any] = {
+        "model": upstream_model,
+        "max_tokens": req.max_tokens or DEFAULT_MAX_TOKENS,
+        "messages": messages,
+    }
+    system = [s for s in req.system if s]
+    instruction = _json_instruction(req.response_format)
+    if instruction:
+        system.append(instruction)
+    if len(system) == 1:
+        body["system"] = system[0]
+    elif system:
+        body["system"] = [{"type": "text", "text": s} for s in system]
+    if req.temperature is not None:
+        body["temperature"] = min(1.0, max(0.0, req.temperature))
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.top_k is not None:
+        body["top_k"] = req.top_k
+    if req.stop:
+        body["stop_sequences"] = list(req.stop)
+    if req.tools:
+        body["tools"] = [
+            {
+                "name": t.name,
+                **({"description": t.description} if t.description else {}),
+                "input_schema": t.parameters or {"type": "object", "properties": {}},
+            }
+            for t in req.tools
+        ]
+        if req.tool_choice is not None:
+            body["tool_choice"] = _tool_choice(req)
+    if req.user:
+        body["metadata"] = {"user_id": req.user}
+    if req.stream:
+        body["stream"] = True
+    return body
+
+
+def _tool_choice(req: ChatRequest) -> dict[str, Any]:
+    choice = req.tool_choice
+    assert choice is not None
+    if choice.mode == "required":
+        out: dict[str, Any] = {"type": "any"}
+    elif choice.mode == "tool":
+        out = {"type": "tool", "name": choice.name}
+    else:
+        out = {"type": choice.mode}
+    if choice.parallel is False and choice.mode != "none":
+        out["disable_parallel_tool_use"] = True
+    return out
+
+
+def _json_instruction(response_format: dict[str, Any] | None) -> str | None:
+    if not response_format:
+        return None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return JSON_OBJECT_INSTRUCTION
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema", spec) if isinstance(spec, dict) else spec
+        return JSON_OBJECT_INSTRUCTION + " It must conform to this JSON schema: " + orjson.dumps(schema).decode()
+    return None
+
+
+# --- vendor response -> IR --------------------------------------------------------
+
+
+def _stop(reason: Any) -> StopReason | None:
+    if reason is None:
+        return None
+    return STOP_FROM_VENDOR.get(reason, "stop")  # type: ignore[return-value]
+
+
+def parse_message(data: dict[str, Any]) -> ChatResponse:
+    parts: list[TextPart | ThinkingPart | ToolCall] = []
+    for block in data.get("content") or []:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(TextPart(block.get("text") or ""))
+        elif kind == "thinking":
+            parts.append(ThinkingPart(block.get("thinking") or "", block.get("signature")))
+        elif kind == "tool_use":
+            parts.append(ToolCall(block["id"], block["name"], orjson.dumps(block.get("input") or {}).decode()))
+    return ChatResponse(
+        id=data.get("id") or "",
+        model=data.get("model") or "",
+        parts=parts,
+        stop_reason=_stop(data.get("stop_reason")),
+        stop_sequence=data.get("stop_sequence"),
+        usage=usage_from_vendor(data.get("usage")),
+    )
+
+
+# --- errors ------------------------------------------------------------------------
+
+
+def classify(status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+    vendor_type, message = _error_fields(body)
+    return classify_fields(status, vendor_type, message or f"Anthropic returned HTTP {status}", headers)
+
+
+def classify_fields(status: int, vendor_type: str | None, message: str, headers: Mapping[str, str]) -> UpstreamError:
+    kind = _ERROR_TYPES.get(vendor_type or "")
+    lowered = message.lower()
+    if vendor_type == "not_found_error":
+        kind = ErrorType.MODEL_NOT_FOUND if "model" in lowered else ErrorType.UPSTREAM_ERROR
+    elif kind is ErrorType.INVALID_REQUEST and any(h in lowered for h in _QUOTA_HINTS):
+        # The vendor reports an exhausted prepaid balance as a 400 invalid request.
+        kind = ErrorType.QUOTA_EXCEEDED
+    if kind is None:
+        return classify_by_status(status, message, headers)
+    return UpstreamError(kind, message, status, retry_after_seconds(headers))
+
+
+def _error_fields(body: bytes) -> tuple[str | None, str]:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, body[:300].decode("utf-8", "replace").strip()
+    error = data.get("error") if isinstance(data, dict) else None
+    if not isinstance(error, dict):
+        return None, ""
+    vendor_type = error.get("type") if isinstance(error.get("type"), str) else None
+    message = error.get("message") if isinstance(error.get("message"), str) else ""
+    return vendor_type, message
+
+
+# --- stream ------------------------------------------------------------------------
+
+
+class AnthropicStreamDecoder:
+    """Vendor SSE -> IR events. Content block indexes map to IR tool-call indexes."""
+
+    def __init__(self) -> None:
+        self._sse = sse.SSEParser()
+        self._started = False
+        self._ended = False
+        self._tools: dict[int, int] = {}  # content block index -> tool call index
+        self._usage = Usage()
+        self._raw_usage: dict[str, Any] = {}
+        self._stop: StopReason | None = None
+        self._stop_sequence: str | None = None
+        self._saw_delta = False
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        for frame in self._sse.feed(chunk):
+            if self._ended:
+                break
+            self._event(frame.event, frame.data, out)
+        return out
+
+    def close(self) -> list[StreamEvent]:
+        if self._ended:
+            return []
+        self._ended = True
+        if self._saw_delta:
+            # message_delta carried the stop reason; only the final marker is missing.
+            return [StreamEnd(self._stop, self._stop_sequence, self._usage)]
+        return [StreamError(ErrorType.NETWORK_ERROR.value, "Anthropic stream ended before message_stop")]
+
+    def _event(self, name: str | None, data: str, out: list[StreamEvent]) -> None:
+        if name == "ping" or not data:
+            return
+        try:
+            payload = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            self._ended = True
+            out.append(StreamError(ErrorType.UPSTREAM_ERROR.value, "Anthropic sent an unreadable stream event"))
+            return
+        kind = payload.get("type", name)
+        if kind == "message_start":
+            message = payload.get("message") or {}
+            self._merge_usage(message.get("usage"))
+            self._started = True
+            out.append(StreamStart(message.get("id") or "", message.get("model") or "", self._usage))
+            return
+        if kind == "error":
+            error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
+            message = error.get("message") if isinstance(error.get("message"), str) else "Anthropic stream error"
+            # Mid-stream errors carry no HTTP status; 500 only matters for unknown types.
+            err = classify_fields(500, error.get("type"), message, {})
+            self._ended = True
+            out.append(StreamError(err.error_type.value, err.message))
+            return
+        if not self._started:
+            return  # nothing before message_start has a meaning
+        if kind == "content_block_start":
+            self._block_start(payload, out)
+        elif kind == "content_block_delta":
+            self._block_delta(payload, out)
+        elif kind == "message_delta":
+            delta = payload.get("delta") or {}
+            self._stop = _stop(delta.get("stop_reason"))
+            self._stop_sequence = delta.get("stop_sequence")
+            self._merge_usage(payload.get("usage"))
+            self._saw_delta = True
+        elif kind == "message_stop":
+            self._ended = True
+            out.append(StreamEnd(self._stop, self._stop_sequence, self._usage))
+
+    def _merge_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            # message_delta counts are cumulative and may omit what message_start gave.
+            self._raw_usage.update({k: v for k, v in usage.items() if v is not None})
+            self._usage = usage_from_vendor(self._raw_usage)
+
+    def _block_start(self, payload: dict[str, Any], out: list[StreamEvent]) -> None:
+        block = payload.get("content_block") or {}
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            out.append(TextDelta(block["text"]))
+        elif kind == "thinking" and (block.get("thinking") or block.get("signature")):
+            out.append(ThinkingDelta(block.get("thinking") or "", block.get("signature") or None))
+        elif kind == "tool_use":
+            index = len(self._tools)
+            self._tools[payload.get("index", -1)] = index
+            out.append(ToolCallStart(index, block.get("id") or "", block.get("name") or ""))
+            if block.get("input"):
+                out.append(ToolCallDelta(index, orjson.dumps(block["input"]).decode()))
+
+    def _block_delta(self, payload: dict[str, Any], out: list[StreamEvent]) -> None:
+        delta = payload.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            if delta.get("text"):
+                out.append(TextDelta(delta["text"]))
+        elif kind == "input_json_delta":
+            index = self._tools.get(payload.get("index", -1))
+            if index is not None and delta.get("partial_json"):
+                out.append(ToolCallDelta(index, delta["partial_json"]))
+        elif kind == "thinking_delta":
+            if delta.get("thinking"):
+                out.append(ThinkingDelta(delta["thinking"]))
+        elif kind == "signature_delta":
+            if delta.get("signature"):
+                out.append(ThinkingDelta("", delta["signature"]))
+
+
+# --- the adapter ---------------------------------------------------------------------
+
+
+class AnthropicMessagesAdapter:
+    wire = NATIVE_WIRE
+
+    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        body = messages_body(req, upstream_model)
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint), orjson.dumps(body))
+
+    def build_native_request(
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+    ) -> UpstreamRequest:
+        forwarded = dict(body)
+        forwarded["model"] = upstream_model
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint), orjson.dumps(forwarded))
+
+    def parse_response(self, body: bytes) -> ChatResponse:
+        return parse_message(orjson.loads(body))
+
+    def stream_decoder(self) -> AnthropicStreamDecoder:
+        return AnthropicStreamDecoder()
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        return classify(status, body, headers)
+
+    def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
+        headers = _headers(endpoint)
+        del headers["content-type"]
+        # The list is paginated (20 by default); 1000 is the vendor's maximum page.
+        return UpstreamRequest("GET", _base(endpoint) + "/v1/models?limit=1000", headers)
+
+    def parse_models(self, body: bytes) -> list[str]:
+        data = orjson.loads(body)
+        return [m["id"] for m in data.get("data") or [] if isinstance(m, dict) and isinstance(m.get("id"), str)]
