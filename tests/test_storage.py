@@ -71,3 +71,82 @@ async def test_postgres_migration_matches_models():
     finally:
         await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await conn.close()
+
+
+# --- snapshot loader -------------------------------------------------------
+
+from modelgate.auth.keys import hash_api_key  # noqa: E402
+from modelgate.storage.snapshot_loader import load_snapshot  # noqa: E402
+
+
+async def test_snapshot_keys_only_enabled(services, database, secret_box, settings):
+    await services.applications.create("app")
+    live = await services.api_keys.create("app", name="live", rate_capacity=7)
+    disabled = await services.api_keys.create("app")
+    deleted = await services.api_keys.create("app")
+    await services.api_keys.disable(disabled.key.id)
+    await services.api_keys.delete(deleted.key.id)
+    snap = await load_snapshot(database, secret_box, settings)
+    assert set(snap.keys_by_hash) == {hash_api_key(live.plaintext)}
+    entry = snap.keys_by_hash[hash_api_key(live.plaintext)]
+    assert (entry.id, entry.name, entry.rate_capacity, entry.rate_refill_per_second) == (live.key.id, "live", 7.0, None)
+    assert snap.apps[entry.application_id].name == "app"
+
+
+async def test_snapshot_routes_and_endpoints(services, database, secret_box, settings):
+    prov = await services.providers.create("oa", "openai", keys=["upstream-key-one-1111", "upstream-key-two-2222"],
+                                           options={"organization": "org-1"})
+    await services.providers.disable_key("oa", prov.keys[1].id)
+    third = await services.providers.add_key("oa", "upstream-key-three-3333")
+    main = await services.channels.create("main", "oa", [{"model_id": "gpt", "owned_by": "acme"}, "old"], priority=0)
+    backup = await services.channels.create("backup", "oa", ["gpt"], priority=5, weight=2)
+    await services.models.update(next(m.id for m in main.models if m.model_id == "old"), state="DEPRECATED")
+    # routes to a provider with no usable key, a disabled channel and a disabled provider are dropped
+    keyless = await services.providers.create("nokeys", "openai")
+    await services.channels.create("dead1", keyless.id, ["gpt", "only-dead"])
+    await services.channels.create("dead2", "oa", ["gpt"], enabled=False)
+    off = await services.providers.create("off", "openai", keys=["upstream-key-off-0000"])
+    await services.providers.update(off.id, enabled=False)
+    await services.channels.create("dead3", "off", ["gpt"])
+    local = await services.providers.create("local", "openai-compatible", base_url="http://127.0.0.1:9/v1")
+    await services.channels.create("local", "local", ["llama"])
+    app = await services.applications.create("app")
+    await services.applications.authorize_channel("app", "backup")
+    await services.blacklist.add("10.1.0.0/16")
+    await services.blacklist.add("192.0.2.1")
+
+    snap = await load_snapshot(database, secret_box, settings)
+    assert set(snap.routes_by_model) == {"gpt", "llama"}
+    gpt = snap.routes_by_model["gpt"]
+    assert [r.channel_name for r in gpt] == ["main", "backup"]
+    first = gpt[0]
+    assert first.owned_by == "acme" and gpt[1].owned_by == "openai" and first.provider_kind == "openai"
+    assert first.upstream_model == "gpt" and first.capabilities == ("streaming",)
+    assert (gpt[1].priority, gpt[1].weight) == (5, 2)
+    assert abs(first.created - int(main.models[0].created_at.timestamp())) <= 1
+    assert [(e.id, e.api_key) for e in first.endpoints] == [
+        (f"p{prov.id}:k{prov.keys[0].id}", "upstream-key-one-1111"),
+        (f"p{prov.id}:k{third.id}", "upstream-key-three-3333"),
+    ]
+    assert first.endpoints[0].base_url == "https://api.openai.com/v1"
+    assert first.endpoints[0].options["organization"] == "org-1"
+    (llama,) = snap.routes_by_model["llama"]
+    assert [(e.id, e.key_id, e.api_key) for e in llama.endpoints] == [(f"p{local.id}:k0", 0, "")]
+    entry = snap.apps[app.id]
+    assert entry.channel_ids == frozenset({backup.id})
+    routes, exists = snap.routes_for(entry, "gpt")
+    assert exists and [r.channel_name for r in routes] == ["backup"]
+    assert snap.blacklist.blocks("10.1.200.3") and snap.blacklist.blocks("192.0.2.1")
+    assert not snap.blacklist.blocks("192.0.2.2")
+
+
+async def test_snapshot_skips_undecryptable_keys(services, database, settings, caplog):
+    import os
+
+    from modelgate.auth.crypto import SecretBox
+
+    await services.providers.create("oa", "openai", keys=["upstream-key-one-1111"])
+    await services.channels.create("main", "oa", ["gpt"])
+    snap = await load_snapshot(database, SecretBox(os.urandom(32)), settings)
+    assert snap.routes_by_model == {}
+    assert "cannot be decrypted" in caplog.text and "upstream-key-one" not in caplog.text
