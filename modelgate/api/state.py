@@ -1,0 +1,60 @@
+"""What the management API needs from the process that mounts it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+from modelgate.catalog import Catalog
+from modelgate.config import Settings
+from modelgate.storage.db import Database
+
+if TYPE_CHECKING:
+    from modelgate.routing.breaker import BreakerRegistry
+    from modelgate.services import Services
+
+
+@dataclass(slots=True)
+class EndpointCheck:
+    """The outcome of probing one endpoint (base URL + upstream key) of a channel."""
+
+    endpoint_id: str
+    ok: bool
+    latency_ms: float
+    error_type: str | None = None  # an ErrorType name when not ok
+    message: str | None = None  # never holds an upstream key
+
+
+@dataclass(slots=True)
+class HealthCheckResult:
+    channel_id: int
+    ok: bool  # at least one endpoint answered
+    latency_ms: float  # of the fastest healthy endpoint, else of the last try
+    error_type: str | None = None
+    message: str | None = None
+    model: str | None = None  # the model used for the probe, if any
+    endpoints: list[EndpointCheck] = field(default_factory=list)
+
+
+# Runs a live health check of one channel. Raises GatewayError 404 for an unknown channel.
+HealthCheck = Callable[[int], Awaitable[HealthCheckResult]]
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+@dataclass(slots=True)
+class ManagementState:
+    db: Database
+    services: "Services"
+    settings: Settings
+    catalog: Catalog
+    breakers: "BreakerRegistry | None" = None  # None: breaker state is reported as unknown
+    health_check: HealthCheck | None = None  # None: POST /channels/{id}/health-check answers 503
+    clock: Callable[[], datetime] = utc_now  # wall clock (UTC); tests move it by hand
+    session_ttl_seconds: float = 12 * 3600.0
+    login_max_failures: int = 5
+    login_lock_seconds: float = 300.0

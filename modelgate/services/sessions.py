@@ -1,0 +1,139 @@
+"""Console login sessions and the failed-login throttle.
+
+The session cookie holds a random token; only its sha256 is stored
+(login_sessions.id), so a database leak does not hand out live sessions.
+Sessions expire a fixed time after login (no sliding renewal: a stolen
+cookie stops working on schedule).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from sqlalchemy import delete, select
+
+from modelgate.services.views import UserView, as_utc
+from modelgate.storage.db import Database
+from modelgate.storage.models import LoginSession, User
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class NewSession:
+    token: str  # the cookie value; never stored
+    csrf_token: str
+    expires_at: datetime
+
+
+@dataclass(slots=True)
+class ActiveSession:
+    user: UserView
+    csrf_token: str
+    expires_at: datetime
+
+
+class SessionService:
+    def __init__(self, db: Database, clock: Callable[[], datetime], ttl_seconds: float) -> None:
+        self.db = db
+        self.clock = clock
+        self.ttl = timedelta(seconds=ttl_seconds)
+
+    def _now(self) -> datetime:
+        return self.clock().astimezone(timezone.utc)
+
+    async def create(self, user_id: int) -> NewSession:
+        token = secrets.token_urlsafe(32)
+        csrf = secrets.token_urlsafe(32)
+        now = self._now()
+        expires = now + self.ttl
+        async with self.db.session() as s, s.begin():
+            # Logging in is a good moment to drop this user's dead sessions.
+            await s.execute(
+                delete(LoginSession).where(LoginSession.user_id == user_id, LoginSession.expires_at <= now)
+            )
+            s.add(LoginSession(id=token_hash(token), user_id=user_id, csrf_token=csrf, created_at=now,
+                               expires_at=expires))
+        return NewSession(token, csrf, expires)
+
+    async def resolve(self, token: str) -> ActiveSession | None:
+        """The live session of this cookie value with its (enabled) user, else None."""
+        if not token:
+            return None
+        async with self.db.session() as s:
+            row = (
+                await s.execute(
+                    select(LoginSession, User).join(User, User.id == LoginSession.user_id)
+                    .where(LoginSession.id == token_hash(token))
+                )
+            ).first()
+        if row is None:
+            return None
+        session, user = row
+        expires = as_utc(session.expires_at)
+        if expires <= self._now() or not user.enabled:
+            return None
+        return ActiveSession(UserView.of(user), session.csrf_token, expires)
+
+    async def revoke(self, token: str) -> None:
+        async with self.db.session() as s, s.begin():
+            await s.execute(delete(LoginSession).where(LoginSession.id == token_hash(token)))
+
+    async def revoke_user(self, user_id: int, keep_token: str | None = None) -> None:
+        """End every session of a user (password change, disable), optionally keeping the caller's."""
+        conditions = [LoginSession.user_id == user_id]
+        if keep_token:
+            conditions.append(LoginSession.id != token_hash(keep_token))
+        async with self.db.session() as s, s.begin():
+            await s.execute(delete(LoginSession).where(*conditions))
+
+
+class LoginThrottle:
+    """Locks a username+address pair after repeated failed logins.
+
+    In memory, per process: with several workers an attacker gets at most
+    `max_failures` tries per worker per lock period, still far too few for
+    guessing an argon2-protected password.
+    """
+
+    def __init__(self, clock: Callable[[], datetime], max_failures: int, lock_seconds: float) -> None:
+        self.clock = clock
+        self.max_failures = max_failures
+        self.lock = timedelta(seconds=lock_seconds)
+        self._failures: dict[tuple[str, str], tuple[int, datetime]] = {}  # -> (count, last failure)
+
+    @staticmethod
+    def _key(username: str, ip: str | None) -> tuple[str, str]:
+        return (username.strip().lower(), ip or "")
+
+    def retry_after(self, username: str, ip: str | None) -> float:
+        """Seconds until this pair may try again; 0 when it may now."""
+        entry = self._failures.get(self._key(username, ip))
+        if entry is None or entry[0] < self.max_failures:
+            return 0.0
+        left = (entry[1] + self.lock - self.clock()).total_seconds()
+        if left <= 0:
+            del self._failures[self._key(username, ip)]
+            return 0.0
+        return left
+
+    def failed(self, username: str, ip: str | None) -> None:
+        key = self._key(username, ip)
+        now = self.clock()
+        count, last = self._failures.get(key, (0, now))
+        if now - last > self.lock:  # old failures are forgiven
+            count = 0
+        self._failures[key] = (count + 1, now)
+        if len(self._failures) > 100_000:  # bound memory under a spray of usernames
+            oldest = sorted(self._failures.items(), key=lambda kv: kv[1][1])[: len(self._failures) // 2]
+            for k, _ in oldest:
+                del self._failures[k]
+
+    def succeeded(self, username: str, ip: str | None) -> None:
+        self._failures.pop(self._key(username, ip), None)
