@@ -1,0 +1,108 @@
+import asyncio
+import uuid
+
+from sqlalchemy import func, select
+
+from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
+from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
+
+
+def _call(i: int = 0, **kw) -> CallRecord:
+    base = dict(trace_id=str(uuid.uuid4()), protocol="chat", model=f"m{i % 3}", status=200,
+                prompt_tokens=i, completion_tokens=2 * i)
+    base.update(kw)
+    return CallRecord(**base)
+
+
+async def _count(db, model) -> int:
+    async with db.session() as s:
+        return await s.scalar(select(func.count()).select_from(model))
+
+
+async def test_record_is_sync_and_flush_writes_all_columns(database, settings):
+    writer = UsageWriter(database, settings)
+    call = _call(5, api_key_id=None, stream=True, error_code="UPSTREAM_ERROR", first_byte_ms=12.5,
+                 client_ip="10.0.0.1", attempts=3, channel_id=4, provider_kind="openai")
+    assert writer.record(call) is None
+    writer.record_event(EventRecord("FAILOVER", trace_id=call.trace_id, channel_id=4, endpoint="p1:k2",
+                                    model="m2", error_type="UPSTREAM_ERROR", detail="to channel 5"))
+    assert writer.pending == 2
+    assert await writer.flush() == 2
+    assert writer.pending == 0
+    async with database.session() as s:
+        row = (await s.execute(select(CallLog))).scalar_one()
+        ev = (await s.execute(select(ResilienceEvent))).scalar_one()
+    assert (row.trace_id, row.stream, row.error_code, row.first_byte_ms, row.attempts, row.completion_tokens,
+            row.client_ip, row.provider_kind) == (call.trace_id, True, "UPSTREAM_ERROR", 12.5, 3, 10, "10.0.0.1",
+                                                   "openai")
+    assert (ev.event_type, ev.endpoint, ev.detail) == ("FAILOVER", "p1:k2", "to channel 5")
+
+
+async def test_stop_drains_everything(database, settings):
+    settings.usage.flush_interval_seconds = 3600  # only the stop can write
+    settings.usage.batch_size = 10_000
+    writer = UsageWriter(database, settings)
+    writer.start()
+    for i in range(1234):
+        writer.record(_call(i))
+    writer.record_event(EventRecord("BREAKER_OPENED", endpoint="p1:k1"))
+    await writer.stop()
+    assert await _count(database, CallLog) == 1234
+    assert await _count(database, ResilienceEvent) == 1
+    assert writer.pending == 0
+
+
+async def test_batch_size_wakes_the_flusher(database, settings):
+    settings.usage.flush_interval_seconds = 3600
+    settings.usage.batch_size = 3
+    writer = UsageWriter(database, settings)
+    writer.start()
+    try:
+        for i in range(3):
+            writer.record(_call(i))
+        for _ in range(200):  # the flusher is woken by the third row, not by the (hour-long) timer
+            if await _count(database, CallLog) == 3:
+                break
+            await asyncio.sleep(0.01)
+        assert await _count(database, CallLog) == 3
+    finally:
+        await writer.stop()
+
+
+async def test_failed_flush_keeps_rows_bounded(database, settings, caplog):
+    writer = UsageWriter(database, settings, max_pending=5)
+    for i in range(3):
+        writer.record(_call(i))
+    real_engine = database.engine
+
+    class Broken:
+        def begin(self):
+            raise ConnectionError("database down")
+
+    database.engine = Broken()
+    try:
+        assert await writer.flush() == 0
+        assert writer.pending == 3 and writer.dropped == 0
+        for i in range(3, 7):
+            writer.record(_call(i))
+        assert await writer.flush() == 0
+    finally:
+        database.engine = real_engine
+    assert writer.pending == 5 and writer.dropped == 2
+    assert "dropped 2 call_log rows" in caplog.text
+    assert await writer.flush() == 5
+    async with database.session() as s:
+        tokens = sorted((await s.scalars(select(CallLog.prompt_tokens))).all())
+    assert tokens == [2, 3, 4, 5, 6]  # the oldest rows were the ones dropped
+
+
+async def test_flush_marks_keys_used(services, database, settings):
+    await services.applications.create("app")
+    key = (await services.api_keys.create("app")).key
+    assert key.last_used_at is None
+    writer = UsageWriter(database, settings)
+    writer.record(_call(1, api_key_id=key.id))
+    await writer.flush()
+    assert (await services.api_keys.get(key.id)).last_used_at is not None
+    async with database.session() as s:
+        assert (await s.get(ApiKey, key.id)).last_used_at is not None
