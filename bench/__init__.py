@@ -1,0 +1,1 @@
+"""Benchmark harness: fake upstream, bare proxy, load generators and targets (see bench/README.md)."""
