@@ -5,7 +5,10 @@ Interface used by the gateway:
 `attempt(route, endpoint)` performs one upstream try and either returns the
 result or raises UpstreamError. For streams it returns once the first upstream
 event arrived, so everything before the first byte to the client is retried
-and failed over here; a later failure is reported with `executor.report`.
+and failed over here. A stream's breaker outcome is only known at its end:
+for `ctx.stream` calls the gateway calls `executor.report(ctx, err_or_none)`
+when the stream ends (None for a clean end or a client disconnect; calling it
+again is harmless, so a `finally` is the right place).
 `run` returns the first success or raises the caller-visible GatewayError.
 
 Per candidate endpoint (in FAIL_OVER order): take the breaker's permission,
@@ -50,6 +53,7 @@ class CallContext:
     route: Route | None = None
     endpoint: Endpoint | None = None
     errors: list[UpstreamError] = field(default_factory=list)
+    stream_outcome_pending: bool = False  # a stream was handed over; `Executor.report` settles it
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -150,8 +154,11 @@ class Executor:
                     await self.clock.sleep(wait)
                     continue
                 outcome = True
-                self.breakers.record(endpoint_id, None, events)
-                self.failover.recovered(endpoint_id)
+                if ctx.stream:
+                    ctx.stream_outcome_pending = True
+                else:
+                    self.breakers.record(endpoint_id, None, events)
+                    self.failover.recovered(endpoint_id)
                 return result
         finally:
             if not outcome:  # cancelled mid-try: give back a half-open trial slot
@@ -168,16 +175,17 @@ class Executor:
         elif err.error_type is ErrorType.MODEL_NOT_FOUND and self.lifecycle is not None:
             await self.lifecycle.observe_not_found(cand.route, ctx.trace_id, err.message)
 
-    def report(self, ctx: CallContext, err: UpstreamError) -> None:
-        """A stream failed after its first byte reached the client (no retry is possible then).
-
-        The call already counted as a success when its first event arrived; the
-        failure is recorded on top so a flaky endpoint still opens its breaker.
-        """
-        if ctx.endpoint is None or ctx.route is None:
+    def report(self, ctx: CallContext, err: UpstreamError | None) -> None:
+        """The end of a stream handed to the client: None = clean end, else the failure
+        that broke it after the first byte (too late to retry). Only the first report counts."""
+        if not ctx.stream_outcome_pending or ctx.endpoint is None or ctx.route is None:
             return
-        ctx.errors.append(err)
+        ctx.stream_outcome_pending = False
         events = EventContext(ctx.trace_id, ctx.route.channel_id, ctx.model)
         self.breakers.record(ctx.endpoint.id, err, events)
+        if err is None:
+            self.failover.recovered(ctx.endpoint.id)
+            return
+        ctx.errors.append(err)
         if fails_over(err.error_type):
             self.failover.cool_down(ctx.endpoint.id)
