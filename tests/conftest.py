@@ -43,3 +43,23 @@ async def services(database, secret_box, settings):
 
     svc.on_change = on_change
     return svc
+
+
+@pytest.fixture
+async def openai_upstream():
+    """A fake OpenAI-format upstream (tests/fakes/openai_upstream.py) on a random local port."""
+    from tests.fakes.openai_upstream import FakeOpenAI
+
+    fake = await FakeOpenAI().start()
+    yield fake
+    await fake.close()
+
+
+@pytest.fixture
+async def gateway(tmp_path):
+    """The real gateway served by uvicorn on a random local port (tests/gateway_harness.py)."""
+    from tests.gateway_harness import GatewayHarness, test_settings
+
+    harness = await GatewayHarness(test_settings(tmp_path)).start()
+    yield harness
+    await harness.stop()

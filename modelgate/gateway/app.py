@@ -1,0 +1,82 @@
+"""The ASGI application: inference routes on a direct dispatch, the rest to the management app."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from modelgate import errors
+from modelgate.config import Settings, load_settings
+from modelgate.errors import ClientProtocol
+from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
+from modelgate.gateway.inference import InferenceHandler
+from modelgate.gateway.runtime import Runtime
+from modelgate.protocols.chat import ChatCodec
+from modelgate.protocols.messages import MessagesCodec
+
+log = logging.getLogger("modelgate.app")
+
+
+class GatewayApp:
+    def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
+        self.settings = settings
+        self.runtime = runtime or Runtime(settings)
+        self.inference = InferenceHandler(self.runtime)
+        self.chat = ChatCodec()
+        self.messages = MessagesCodec()
+        self.management: Any = None  # built at start-up, once services exist
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            await self.http(scope, receive, send)
+        elif kind == "lifespan":
+            await self.lifespan(receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+
+    async def http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope["path"].rstrip("/") or "/"
+        method = scope["method"]
+        if method == "POST":
+            if path == "/v1/chat/completions":
+                return await self.inference.infer(scope, receive, send, self.chat)
+            if path == "/alt/v1/messages":
+                return await self.inference.infer(scope, receive, send, self.messages)
+        elif method == "GET":
+            if path == "/v1/models":
+                return await self.inference.list_models(scope, receive, send)
+            if path == "/healthz":
+                return await send_bytes(send, 200, b'{"status":"ok"}', str(uuid.uuid4()))
+        if self.management is not None and not path.startswith(("/v1/", "/alt/")):
+            return await self.management(scope, receive, send)
+        protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT
+        err = errors.not_found(f"No route for {method} {scope['path']}")
+        await send_error(send, err, protocol, str(uuid.uuid4()))
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                try:
+                    await self.startup()
+                except Exception as exc:
+                    log.exception("start-up failed")
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                try:
+                    await self.runtime.stop()
+                finally:
+                    await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def startup(self) -> None:
+        await self.runtime.start()
+
+
+def create_app() -> GatewayApp:
+    """ASGI factory for servers that import the app in each worker (settings from env/config)."""
+    return GatewayApp(load_settings())

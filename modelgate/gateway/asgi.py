@@ -1,0 +1,68 @@
+"""Minimal ASGI plumbing for the inference hot path.
+
+The inference endpoints are plain ASGI callables rather than framework routes:
+a framework's request/response objects, dependency injection and middleware
+stack cost more per call than the whole of our own work (measured in bench/).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from modelgate.errors import ClientProtocol, GatewayError, error_body, invalid_request
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+JSON = b"application/json"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # tell reverse proxies not to buffer the stream
+]
+
+
+class ClientDisconnected(Exception):
+    pass
+
+
+async def read_body(receive: Receive, limit: int) -> bytes:
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnected()
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise invalid_request(f"The request body is larger than {limit} bytes")
+            chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def request_headers(scope: Scope) -> dict[bytes, bytes]:
+    return {name: value for name, value in scope["headers"]}
+
+
+async def send_bytes(
+    send: Send,
+    status: int,
+    body: bytes,
+    trace_id: str,
+    content_type: bytes = JSON,
+    extra: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    headers = [(b"content-type", content_type), (b"x-trace-id", trace_id.encode())]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_error(send: Send, err: GatewayError, protocol: ClientProtocol, trace_id: str) -> None:
+    extra = [(name.encode(), value.encode()) for name, value in err.headers.items()]
+    await send_bytes(send, err.status, error_body(err, protocol, trace_id), trace_id, extra=extra)

@@ -1,0 +1,434 @@
+"""The inference hot path: auth, validation, routing, upstream call, response, call log.
+
+Order of checks (spec 5 rule 6): IP blacklist, key, rate limit, then protocol
+handling. Auth refusals use the short bodies of 7.3 on every path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+
+from modelgate import errors
+from modelgate.errors import ClientProtocol, ErrorType, GatewayError, UpstreamError
+from modelgate.gateway.asgi import (
+    SSE_HEADERS,
+    ClientDisconnected,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    request_headers,
+    send_bytes,
+    send_error,
+)
+from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder
+from modelgate.protocols.ir import (
+    ChatRequest,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    Usage,
+    UsageUpdate,
+)
+from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest
+from modelgate.providers.registry import get_kind
+from modelgate.routing.executor import CallContext
+from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
+from modelgate.storage.usage_writer import CallRecord
+
+log = logging.getLogger("modelgate.gateway")
+
+MAX_BODY_BYTES = 32 * 1024 * 1024
+ALT_VERSION = b"2023-06-01"
+
+
+@dataclass(slots=True)
+class StreamHandle:
+    """An upstream stream that has produced its first output, ready to be relayed."""
+
+    response: aiohttp.ClientResponse
+    first: bytes
+    tap: NativeStreamTap | None = None
+    decoder: StreamDecoder | None = None
+    encoder: StreamEncoder | None = None
+    usage: Usage = field(default_factory=Usage)
+    ended: bool = False  # no more upstream data will be relayed
+    failure: UpstreamError | None = None  # why the stream ended early, if it did
+
+
+def merge_usage(current: Usage, update: Usage | None) -> Usage:
+    if update is None:
+        return current
+    return Usage(
+        input_tokens=update.input_tokens or current.input_tokens,
+        output_tokens=update.output_tokens or current.output_tokens,
+        cache_read_tokens=update.cache_read_tokens or current.cache_read_tokens,
+        cache_write_tokens=update.cache_write_tokens or current.cache_write_tokens,
+    )
+
+
+class InferenceHandler:
+    def __init__(self, runtime: Any) -> None:
+        self.rt = runtime
+
+    # --- auth ---------------------------------------------------------------
+
+    def client_ip(self, scope: Scope, headers: dict[bytes, bytes]) -> str | None:
+        if self.rt.settings.gateway.trust_forwarded_for:
+            forwarded = headers.get(b"x-forwarded-for")
+            if forwarded:
+                return forwarded.split(b",")[0].strip().decode()
+        client = scope.get("client")
+        return client[0] if client else None
+
+    def authenticate(self, raw_key: bytes | None, ip: str | None) -> tuple[KeyEntry, AppEntry]:
+        snapshot = self.rt.snapshot
+        if snapshot.blacklist.blocks(ip):
+            raise errors.access_denied("Calls from this IP address are not allowed")
+        if not raw_key:
+            raise errors.unauthorized("Missing API key")
+        key = snapshot.keys_by_hash.get(self.rt.hash_key(raw_key))
+        if key is None or not key.enabled:
+            raise errors.unauthorized("Invalid API key")
+        app = snapshot.apps.get(key.application_id)
+        if app is None or not app.enabled:
+            raise errors.unauthorized("The application of this API key is disabled")
+        wait = self.rt.limiter.take(key.id, key.rate_capacity, key.rate_refill_per_second)
+        if wait:
+            raise errors.rate_limited("Rate limit exceeded for this API key", wait)
+        return key, app
+
+    # --- GET /v1/models --------------------------------------------------------
+
+    async def list_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+        trace_id = str(uuid.uuid4())
+        headers = request_headers(scope)
+        try:
+            _, app = self.authenticate(_bearer(headers), self.client_ip(scope, headers))
+        except GatewayError as err:
+            await send_error(send, err, ClientProtocol.CHAT, trace_id)
+            return
+        data = [
+            {"id": r.model_id, "object": "model", "created": r.created, "ownedBy": r.owned_by}
+            for r in sorted(self.rt.snapshot.models_for(app), key=lambda r: r.model_id)
+        ]
+        await send_bytes(send, 200, orjson.dumps({"object": "list", "data": data}), trace_id)
+
+    # --- POST /v1/chat/completions and /alt/v1/messages ----------------------------
+
+    async def infer(self, scope: Scope, receive: Receive, send: Send, codec: ClientCodec) -> None:
+        started = time.perf_counter()
+        trace_id = str(uuid.uuid4())
+        headers = request_headers(scope)
+        ip = self.client_ip(scope, headers)
+        protocol = codec.protocol
+        record = CallRecord(
+            trace_id=trace_id, protocol=protocol.value, model="", status=500, client_ip=ip, stream=False
+        )
+        ctx: CallContext | None = None
+        try:
+            raw_key = _bearer(headers) if protocol is ClientProtocol.CHAT else headers.get(b"x-api-key")
+            key, app = self.authenticate(raw_key, ip)
+            record.api_key_id, record.application_id = key.id, app.id
+            if protocol is ClientProtocol.MESSAGES:
+                _check_alt_version(headers)
+            body = _parse_json(await read_body(receive, MAX_BODY_BYTES))
+            model, stream = codec.validate(body)
+            record.model, record.stream = model, stream
+            routes, exists = self.rt.snapshot.routes_for(app, model)
+            if not routes:
+                if exists:
+                    raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
+                raise errors.not_found(f"The model '{model}' is not served by this gateway")
+            ctx = CallContext(trace_id, key, app, model, stream, time.monotonic() + app.timeout_seconds)
+            call = _Call(self, codec, body, model, ctx)
+            if stream:
+                handle = await self.rt.executor.run(ctx, routes, call.open_stream)
+                _note_route(record, ctx)
+                await self._relay(scope, receive, send, call, handle, record, started)
+            else:
+                payload, usage = await self.rt.executor.run(ctx, routes, call.complete)
+                _note_route(record, ctx)
+                record.prompt_tokens, record.completion_tokens = usage.input_tokens, usage.output_tokens
+                record.status = 200
+                await send_bytes(send, 200, payload, trace_id)
+        except GatewayError as err:
+            record.status, record.error_code = err.status, err.code
+            if ctx is not None:
+                _note_route(record, ctx)
+            log.info("call refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
+            await send_error(send, err, protocol, trace_id)
+        except ClientDisconnected:
+            record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
+        except Exception:
+            log.exception("internal error trace_id=%s", trace_id)
+            record.status, record.error_code = 500, "INTERNAL_ERROR"
+            await send_error(send, errors.internal_error(), protocol, trace_id)
+        finally:
+            record.latency_ms = (time.perf_counter() - started) * 1000.0
+            self.rt.writer.record(record)
+            if record.status == 200:
+                log.info(
+                    "call trace_id=%s key=%s model=%s channel=%s status=%s tokens=%s/%s latency_ms=%.1f",
+                    trace_id, record.api_key_id, record.model, record.channel_id, record.status,
+                    record.prompt_tokens, record.completion_tokens, record.latency_ms,
+                )
+
+    async def _relay(
+        self, scope: Scope, receive: Receive, send: Send, call: "_Call", handle: StreamHandle,
+        record: CallRecord, started: float,
+    ) -> None:
+        """Relay an opened stream chunk by chunk; a client disconnect cancels the upstream read."""
+        trace_id = call.ctx.trace_id
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [*SSE_HEADERS, (b"x-trace-id", trace_id.encode())]})
+        record.status = 200
+        record.first_byte_ms = (time.perf_counter() - started) * 1000.0
+        pump = asyncio.ensure_future(call.pump(handle, send))
+        watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        try:
+            done, _ = await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
+            if pump in done:
+                failure = pump.result()
+                if failure is not None:
+                    record.error_code = failure.error_type.value
+                    log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
+                                failure.message)
+                    self.rt.executor.report(call.ctx, failure)
+            else:
+                pump.cancel()
+                record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
+                log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+        finally:
+            watcher.cancel()
+            handle.response.close()
+            record.prompt_tokens = handle.usage.input_tokens
+            record.completion_tokens = handle.usage.output_tokens
+
+
+class _Call:
+    """The per-call attempt functions handed to the executor."""
+
+    __slots__ = ("h", "codec", "body", "model", "ctx", "_ir")
+
+    def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
+                 ctx: CallContext) -> None:
+        self.h = handler
+        self.codec = codec
+        self.body = body
+        self.model = model
+        self.ctx = ctx
+        self._ir: ChatRequest | None = None
+
+    def ir(self) -> ChatRequest:
+        if self._ir is None:
+            self._ir = self.codec.to_ir(self.body)
+        return self._ir
+
+    def _request(self, route: Route, endpoint: Endpoint) -> tuple[Any, UpstreamRequest, bool]:
+        adapter = get_kind(route.provider_kind).adapter
+        native = adapter.wire == self.codec.native_wire
+        if native:
+            req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream)
+        else:
+            req = adapter.build_request(self.ir(), route.upstream_model, endpoint)
+        return adapter, req, native
+
+    def _timeout(self) -> float:
+        remaining = self.ctx.remaining()
+        if remaining <= 0:
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR, "The application's timeout was reached")
+        return remaining
+
+    async def complete(self, route: Route, endpoint: Endpoint) -> tuple[bytes, Usage]:
+        adapter, req, native = self._request(route, endpoint)
+        timeout = self._timeout()
+        try:
+            async with self.h.rt.http.request(
+                req.method, req.url, headers=req.headers, data=req.body,
+                timeout=aiohttp.ClientTimeout(total=timeout),
+            ) as resp:
+                data = await resp.read()
+                status, resp_headers = resp.status, resp.headers
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream did not answer within {timeout:.0f} s")
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
+        if status >= 400:
+            raise adapter.classify_error(status, data, resp_headers)
+        if not native:
+            resp_ir = adapter.parse_response(data)
+            return self.codec.encode_response(resp_ir, self.model), resp_ir.usage
+        try:
+            parsed = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON")
+        if not isinstance(parsed, dict):
+            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned an unexpected body")
+        return data, self.codec.native_usage(parsed)
+
+    async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:
+        adapter, req, native = self._request(route, endpoint)
+        timeout = self._timeout()
+        try:
+            resp = await self.h.rt.http.request(
+                req.method, req.url, headers=req.headers, data=req.body,
+                timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout, self.h.rt.connect_timeout)),
+            )
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream connection timed out")
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
+        try:
+            if resp.status >= 400:
+                data = await asyncio.wait_for(resp.read(), timeout)
+                raise adapter.classify_error(resp.status, data, resp.headers)
+            if native:
+                handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
+            else:
+                handle = StreamHandle(resp, b"", decoder=adapter.stream_decoder(),
+                                      encoder=self.codec.stream_encoder(self.model, self.body))
+            # Everything up to the first byte for the client may still be retried or failed over.
+            while not handle.first:
+                chunk = await asyncio.wait_for(resp.content.readany(), self._timeout())
+                if chunk:
+                    handle.first = self._translate(handle, chunk, first=True)
+                    continue
+                handle.first = self._finish(handle, first=True)
+                if not handle.first or handle.failure is not None:
+                    raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream closed the stream without data")
+            return handle
+        except UpstreamError:
+            resp.close()
+            raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            resp.close()
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream sent no data before the timeout")
+        except aiohttp.ClientError as exc:
+            resp.close()
+            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
+        except BaseException:
+            resp.close()
+            raise
+
+    def _translate(self, handle: StreamHandle, chunk: bytes, first: bool = False) -> bytes:
+        if handle.tap is not None:
+            out = handle.tap.filter(chunk)
+            if handle.tap.usage is not None:
+                handle.usage = handle.tap.usage
+            return out
+        return self._encode(handle, handle.decoder.feed(chunk), first)  # type: ignore[union-attr]
+
+    def _encode(self, handle: StreamHandle, events: list[StreamEvent], first: bool = False) -> bytes:
+        encoder = handle.encoder
+        out = []
+        for event in events:
+            if isinstance(event, StreamError):
+                error = UpstreamError(_error_type(event.error_type), event.message)
+                if first and not out:
+                    # Nothing reached the client yet: let the executor retry or fail over.
+                    raise error
+                handle.ended, handle.failure = True, error
+            elif isinstance(event, StreamStart):
+                handle.usage = merge_usage(handle.usage, event.usage)
+            elif isinstance(event, UsageUpdate):
+                handle.usage = merge_usage(handle.usage, event.usage)
+            elif isinstance(event, StreamEnd):
+                handle.usage = merge_usage(handle.usage, event.usage)
+                handle.ended = True
+            out.append(encoder.encode(event))  # type: ignore[union-attr]
+        return b"".join(out)
+
+    def _finish(self, handle: StreamHandle, first: bool = False) -> bytes:
+        """Upstream EOF: the decoder's closing events, or an error event for a cut pass-through stream."""
+        handle.ended = True
+        if handle.tap is not None:
+            if handle.tap.finished:
+                return b""
+            handle.failure = UpstreamError(ErrorType.NETWORK_ERROR, "Upstream stream ended before completion")
+            return self.codec.stream_error(handle.failure.error_type.value, handle.failure.message)
+        return self._encode(handle, handle.decoder.close(), first)  # type: ignore[union-attr]
+
+    async def pump(self, handle: StreamHandle, send: Send) -> UpstreamError | None:
+        """Forward the stream; returns the upstream failure that cut it short, if any."""
+        await send({"type": "http.response.body", "body": handle.first, "more_body": True})
+        keepalive = self.h.rt.settings.gateway.stream_keepalive_seconds
+        gap_limit = self.ctx.app.timeout_seconds
+        content = handle.response.content
+        failure: UpstreamError | None = None  # raised while reading, not yet told to the client
+        last_data = time.monotonic()
+        try:
+            while not handle.ended:
+                try:
+                    async with asyncio.timeout(keepalive):
+                        chunk = await content.readany()
+                except TimeoutError:
+                    if time.monotonic() - last_data >= gap_limit:
+                        raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream stream stalled")
+                    await send({"type": "http.response.body", "body": handle.encoder.keepalive()
+                                if handle.encoder else b": keep-alive\n\n", "more_body": True})
+                    continue
+                last_data = time.monotonic()
+                out = self._translate(handle, chunk) if chunk else self._finish(handle)
+                if out:
+                    await send({"type": "http.response.body", "body": out, "more_body": True})
+        except UpstreamError as err:
+            failure = err
+        except aiohttp.ClientError as exc:
+            failure = UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
+        if failure is not None:
+            await send({"type": "http.response.body", "more_body": True,
+                        "body": self.codec.stream_error(failure.error_type.value, failure.message)})
+        await send({"type": "http.response.body", "body": b""})
+        return failure or handle.failure
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _error_type(name: str) -> ErrorType:
+    try:
+        return ErrorType(name)
+    except ValueError:
+        return ErrorType.UNKNOWN_ERROR
+
+
+def _note_route(record: CallRecord, ctx: CallContext) -> None:
+    record.attempts = ctx.attempts
+    if ctx.route is not None:
+        record.channel_id = ctx.route.channel_id
+        record.provider_kind = ctx.route.provider_kind
+
+
+def _bearer(headers: dict[bytes, bytes]) -> bytes | None:
+    value = headers.get(b"authorization")
+    if value and value[:7].lower() == b"bearer ":
+        return value[7:].strip()
+    return None
+
+
+def _check_alt_version(headers: dict[bytes, bytes]) -> None:
+    # The vendor's own header name is an alias, so its official SDK works unmodified.
+    version = headers.get(b"alt-version") or headers.get(b"anthropic-version")
+    if version is None:
+        raise errors.invalid_request("The 'alt-version' header is required (use 2023-06-01)")
+    if version != ALT_VERSION:
+        raise errors.invalid_request(f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
+
+
+def _parse_json(raw: bytes) -> Any:
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise errors.invalid_request("The request body is not valid JSON") from None

@@ -1,0 +1,83 @@
+"""Process start-up: prepare storage once, then serve with the chosen ASGI server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
+from modelgate.config import Settings
+from modelgate.services import Services
+from modelgate.storage.db import Database
+
+log = logging.getLogger("modelgate.server")
+
+
+async def prepare(settings: Settings) -> str | None:
+    """Migrate the schema and create the first admin; returns that admin's password once.
+
+    Runs in the parent before workers start, so workers never race on migrations.
+    """
+    box = SecretBox(load_encryption_key(settings))
+    db = Database.from_settings(settings)
+    try:
+        await db.migrate()
+        return await Services(db, box, settings).users.ensure_initial_admin()
+    finally:
+        await db.dispose()
+
+
+def configure_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def run(settings: Settings) -> None:
+    configure_logging(settings)
+    try:
+        password = asyncio.run(prepare(settings))
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        raise SystemExit(1) from None
+    if password:
+        print(
+            f"\nCreated the first console user: admin / {password}\n"
+            "This password is shown once; change it after logging in.\n",
+            flush=True,
+        )
+    server = settings.server
+    log.info("modelgate listening on %s:%s (%s, %s worker(s))", server.host, server.port,
+             server.implementation, server.workers)
+    if server.implementation == "granian":
+        from granian import Granian
+        from granian.constants import Interfaces, Loops
+
+        Granian(
+            "modelgate.gateway.app:create_app",
+            address=server.host,
+            port=server.port,
+            interface=Interfaces.ASGI,
+            workers=server.workers,
+            loop=Loops.uvloop,
+            factory=True,
+        ).serve()
+        return
+    import uvicorn
+
+    uvicorn.run(
+        "modelgate.gateway.app:create_app",
+        factory=True,
+        host=server.host,
+        port=server.port,
+        workers=server.workers,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        access_log=False,
+        log_level=settings.log_level.lower(),
+        timeout_graceful_shutdown=30,
+    )

@@ -1,0 +1,184 @@
+"""A fake chat-completions upstream in OpenAI's wire format.
+
+Written from OpenAI's public API reference: Bearer auth, `/chat/completions`
+and `/models` under a base path, `chat.completion` and
+`chat.completion.chunk` bodies, `stream_options.include_usage`, and error
+bodies `{"error": {"message", "type", "param", "code"}}`.
+
+Answers are derived from the request so tests can check what went through:
+the reply text is "Echo: <last user text>", usage counts words, and a call
+whose last user text starts with "call tool" answers with tool calls to every
+tool given (parallel calls), arguments built from each tool's schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from tests.fakes.upstream_base import FakeUpstream, json_response
+
+
+def words(text: str) -> int:
+    return max(1, len(text.split()))
+
+
+def openai_error(status: int, message: str, error_type: str, code: str | None) -> web.Response:
+    body = {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+    return json_response(body, status)
+
+
+def _last_user_text(messages: list[dict[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            content = message.get("content")
+            if isinstance(content, str):
+                return content
+            return " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+    return ""
+
+
+def _arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, prop in (schema.get("properties") or {}).items():
+        kind = prop.get("type")
+        values[name] = 1 if kind in ("integer", "number") else True if kind == "boolean" else f"{name}-value"
+    return values
+
+
+class FakeOpenAI(FakeUpstream):
+    def __init__(self, api_key: str = "up-key-1", models: tuple[str, ...] = ("gpt-test", "gpt-other"),
+                 base_path: str = "/v1", auth_header: str = "authorization") -> None:
+        super().__init__()
+        self.api_keys = {api_key}
+        self.models = set(models)
+        self.base_path = base_path
+        self.auth_header = auth_header
+        self.delay = 0.0  # seconds before answering (headers of streams included)
+        self.chunk_delay = 0.0  # seconds between stream chunks
+        self.reset_next = 0  # close the connection without an answer this many times
+
+    @property
+    def base_url(self) -> str:
+        return self.origin + self.base_path
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post(f"{self.base_path}/chat/completions", self.chat)
+        app.router.add_get(f"{self.base_path}/models", self.list_models)
+
+    def _authorised(self, request: web.Request) -> bool:
+        value = request.headers.get(self.auth_header, "")
+        if self.auth_header == "authorization":
+            value = value[7:] if value.startswith("Bearer ") else ""
+        return value in self.api_keys
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "fake"} for m in sorted(self.models)]
+        return json_response({"object": "list", "data": data})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        if self.reset_next:
+            self.reset_next -= 1
+            assert request.transport is not None
+            request.transport.abort()  # a connection reset, as a crashed upstream does
+            return web.Response()
+        if not self._authorised(request):
+            return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return openai_error(400, "We could not parse the JSON body of your request.",
+                                "invalid_request_error", None)
+        model = body.get("model")
+        if model not in self.models:
+            return openai_error(404, f"The model `{model}` does not exist or you do not have access to it.",
+                                "invalid_request_error", "model_not_found")
+        if not isinstance(body.get("messages"), list) or not body["messages"]:
+            return openai_error(400, "Invalid 'messages': empty array.", "invalid_request_error", "empty_array")
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if body.get("stream"):
+            return await self._stream(request, body)
+        return json_response(self._completion(body))
+
+    def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
+        text = _last_user_text(body["messages"])
+        tools = body.get("tools") or []
+        if tools and text.startswith("call tool") and body.get("tool_choice") != "none":
+            calls = [
+                {"id": f"call_{i}", "type": "function",
+                 "function": {"name": t["function"]["name"],
+                              "arguments": orjson.dumps(_arguments_for(t["function"].get("parameters") or {})).decode()}}
+                for i, t in enumerate(tools)
+            ]
+            return None, calls, "tool_calls"
+        reply = f"Echo: {text}"
+        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
+        if max_tokens and words(reply) > max_tokens:
+            return " ".join(reply.split()[:max_tokens]), [], "length"
+        return reply, [], "stop"
+
+    def _usage(self, body: dict[str, Any], content: str | None, calls: list[dict[str, Any]]) -> dict[str, int]:
+        prompt = sum(words(m["content"]) if isinstance(m.get("content"), str) else 1 for m in body["messages"])
+        completion = words(content) if content else 5 * len(calls)
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        content, calls, finish = self._answer(body)
+        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if calls:
+            message["tool_calls"] = calls
+        return {
+            "id": "chatcmpl-fake123",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+            "usage": self._usage(body, content, calls),
+            "system_fingerprint": "fp_fake",
+        }
+
+    async def _stream(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
+        content, calls, finish = self._answer(body)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        base = {"id": "chatcmpl-fake123", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": body["model"], "system_fingerprint": "fp_fake"}
+
+        def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                          "finish_reason": finish_reason}]}
+            if include_usage:
+                chunk["usage"] = None
+            return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+        frames = [frame({"role": "assistant", "content": "", "refusal": None})]
+        if content:
+            pieces = content.split(" ")
+            frames += [frame({"content": (" " if i else "") + p}) for i, p in enumerate(pieces)]
+        for i, call in enumerate(calls):
+            arguments = call["function"]["arguments"]
+            frames.append(frame({"tool_calls": [{"index": i, "id": call["id"], "type": "function",
+                                                 "function": {"name": call["function"]["name"], "arguments": ""}}]}))
+            half = len(arguments) // 2
+            for piece in (arguments[:half], arguments[half:]):
+                frames.append(frame({"tool_calls": [{"index": i, "function": {"arguments": piece}}]}))
+        frames.append(frame({}, finish))
+        if include_usage:
+            usage_chunk = {**base, "choices": [], "usage": self._usage(body, content, calls)}
+            frames.append(b"data: " + orjson.dumps(usage_chunk) + b"\n\n")
+        frames.append(b"data: [DONE]\n\n")
+        if not self.chunk_delay:
+            return await self.write_stream(request, frames, "text/event-stream", final_frames=3)
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        for item in frames[:-3] if self.cut_stream else frames:
+            await resp.write(item)
+            await asyncio.sleep(self.chunk_delay)
+        await resp.write_eof()
+        return resp

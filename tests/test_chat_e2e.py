@@ -1,0 +1,288 @@
+"""Chat-completions protocol end to end: the official openai SDK → gateway → fake OpenAI upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import openai
+import pytest
+from openai import AsyncOpenAI
+from sqlalchemy import select
+
+from modelgate.storage.models import CallLog
+
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+
+
+def client(gateway, key: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+
+async def call_rows(gateway, expected: int = 1) -> list[CallLog]:
+    """The call-log rows, once `expected` are written (a stream's row follows its last byte)."""
+    for _ in range(100):
+        await gateway.runtime.writer.flush()
+        async with gateway.runtime.db.session() as s:
+            rows = list((await s.scalars(select(CallLog).order_by(CallLog.id))).all())
+        if len(rows) >= expected:
+            return rows
+        await asyncio.sleep(0.02)
+    return rows
+
+
+async def test_plain_completion_has_spec_shape_and_is_logged(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    resp = await client(gateway, wired.key).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hello there"}], temperature=0.2, seed=7,
+        stop=["END"], frequency_penalty=0.1, presence_penalty=0.2, max_tokens=50,
+        response_format={"type": "json_object"},
+    )
+    assert resp.choices[0].index == 0
+    assert resp.choices[0].message.role == "assistant"
+    assert resp.choices[0].message.content == "Echo: hello there"
+    assert resp.choices[0].finish_reason == "stop"
+    assert (resp.usage.prompt_tokens, resp.usage.completion_tokens, resp.usage.total_tokens) == (2, 3, 5)
+    sent = openai_upstream.last
+    assert sent.headers["authorization"] == "Bearer up-key-1"  # the upstream key, never the gateway key
+    body = sent.json()
+    for field, value in {"temperature": 0.2, "seed": 7, "stop": ["END"], "frequency_penalty": 0.1,
+                         "presence_penalty": 0.2, "max_tokens": 50,
+                         "response_format": {"type": "json_object"}}.items():
+        assert body[field] == value
+    rows = await call_rows(gateway)
+    assert len(rows) == 1
+    row = rows[0]
+    uuid.UUID(row.trace_id)
+    assert (row.status, row.model, row.prompt_tokens, row.completion_tokens) == (200, "gpt-test", 2, 3)
+    assert row.channel_id == wired.channel_ids[0] and row.application_id == wired.app_id
+
+
+async def test_stream_passes_chunks_and_records_usage(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    stream = await client(gateway, wired.key).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "one two three"}], stream=True,
+    )
+    chunks = [chunk async for chunk in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Echo: one two three"
+    assert all(c.choices for c in chunks), "the usage chunk the client did not ask for must be hidden"
+    assert openai_upstream.last.json()["stream_options"] == {"include_usage": True}
+    rows = await call_rows(gateway)
+    assert (rows[0].stream, rows[0].prompt_tokens, rows[0].completion_tokens) == (True, 3, 4)
+    assert rows[0].first_byte_ms is not None
+
+
+async def test_stream_usage_chunk_kept_when_client_asks(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    stream = await client(gateway, wired.key).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "hi"}], stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [chunk async for chunk in stream]
+    assert chunks[-1].choices == [] and chunks[-1].usage.total_tokens == 3
+
+
+async def test_raw_stream_framing_ends_with_done(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    async with httpx.AsyncClient() as http:
+        resp = await http.post(f"{gateway.url}/v1/chat/completions", headers={"authorization": f"Bearer {wired.key}"},
+                               json={"model": "gpt-test", "stream": True,
+                                     "messages": [{"role": "user", "content": "a b"}]})
+    assert resp.headers["content-type"].startswith("text/event-stream")
+    frames = resp.text.split("\n\n")
+    assert frames[-2] == "data: [DONE]" and frames[-1] == ""
+    assert all(f.startswith("data: ") for f in frames[:-1])
+
+
+async def test_tool_calls_round_trip(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    api = client(gateway, wired.key)
+    first = await api.chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "call tool please"}],
+        tools=[WEATHER_TOOL], tool_choice="auto",
+    )
+    call = first.choices[0].message.tool_calls[0]
+    assert first.choices[0].finish_reason == "tool_calls"
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city":"city-value"}')
+    second = await api.chat.completions.create(
+        model="gpt-test", tools=[WEATHER_TOOL],
+        messages=[{"role": "user", "content": "call tool please"}, first.choices[0].message.model_dump(),
+                  {"role": "tool", "tool_call_id": call.id, "content": "sunny"},
+                  {"role": "user", "content": "thanks"}],
+    )
+    assert second.choices[0].message.content == "Echo: thanks"
+    forwarded = openai_upstream.last.json()["messages"]
+    assert forwarded[2] == {"role": "tool", "tool_call_id": call.id, "content": "sunny"}
+
+
+async def test_streamed_tool_calls(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    stream = await client(gateway, wired.key).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "call tool now"}], tools=[WEATHER_TOOL], stream=True,
+    )
+    arguments = ""
+    async for chunk in stream:
+        for delta in chunk.choices[0].delta.tool_calls or ():
+            arguments += delta.function.arguments or ""
+    assert arguments == '{"city":"city-value"}'
+
+
+async def test_models_lists_only_authorised_channels(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    await gateway.wire(openai_upstream.base_url, ["gpt-other"], name="other", authorise=False)
+    async with httpx.AsyncClient() as http:
+        resp = await http.get(f"{gateway.url}/v1/models", headers={"authorization": f"Bearer {wired.key}"})
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["gpt-test"]
+    entry = body["data"][0]
+    assert set(entry) == {"id", "object", "created", "ownedBy"}
+    assert entry["object"] == "model" and entry["ownedBy"] == "openai-compatible"
+    assert isinstance(entry["created"], int) and entry["created"] > 1_600_000_000
+
+
+# --- errors, asserted exactly ------------------------------------------------
+
+
+async def raw_post(gateway, headers: dict[str, str], body: object) -> httpx.Response:
+    async with httpx.AsyncClient() as http:
+        if isinstance(body, (bytes, str)):
+            return await http.post(f"{gateway.url}/v1/chat/completions", headers=headers, content=body)
+        return await http.post(f"{gateway.url}/v1/chat/completions", headers=headers, json=body)
+
+
+GOOD = {"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer sk-nope"}, {"authorization": "Basic abc"}])
+async def test_401_for_missing_or_invalid_key(gateway, openai_upstream, headers):
+    await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    resp = await raw_post(gateway, headers, GOOD)
+    assert resp.status_code == 401
+    assert set(resp.json()) == {"code", "message"} and resp.json()["code"] == "UNAUTHORIZED"
+
+
+@pytest.mark.parametrize("action", ["disable", "delete"])
+async def test_401_for_disabled_or_deleted_key(gateway, openai_upstream, action):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    keys = await gateway.services.api_keys.list()
+    await getattr(gateway.services.api_keys, action)(keys[0].id)
+    await gateway.runtime.refresh()
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+    assert resp.status_code == 401 and resp.json()["code"] == "UNAUTHORIZED"
+
+
+async def test_403_for_unauthorised_channel_and_blacklisted_ip(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    await gateway.wire(openai_upstream.base_url, ["gpt-other"], name="other")
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "model": "gpt-other"})
+    assert resp.status_code == 403
+    assert resp.json()["code"] == "ACCESS_DENIED" and set(resp.json()) == {"code", "message"}
+    await gateway.services.blacklist.add("127.0.0.0/8")
+    await gateway.runtime.refresh()
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+    assert resp.status_code == 403 and resp.json()["code"] == "ACCESS_DENIED"
+
+
+async def test_429_token_bucket_per_key(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], rate_capacity=2, rate_refill=0.001)
+    statuses = [(await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)) for _ in range(3)]
+    assert [r.status_code for r in statuses] == [200, 200, 429]
+    assert statuses[2].json() == {"error": {"code": "RATE_LIMIT_EXCEEDED", "message": statuses[2].json()["error"]["message"]}}
+    assert int(statuses[2].headers["retry-after"]) >= 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        {"messages": [{"role": "user", "content": "hi"}]},
+        {"model": "gpt-test", "messages": []},
+        {"model": "gpt-test", "messages": [{"role": "wizard", "content": "hi"}]},
+        {"model": "gpt-test", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
+        {**GOOD, "temperature": "hot"},
+        {**GOOD, "max_tokens": 0},
+        {**GOOD, "stop": [1, 2]},
+        {**GOOD, "response_format": {"type": "xml"}},
+        {**GOOD, "seed": 1.5},
+        {**GOOD, "tools": [{"type": "function"}]},
+        {**GOOD, "tool_choice": "nonexistent_tool"},
+        {**GOOD, "stream": "yes"},
+    ],
+)
+async def test_400_validation_shape(gateway, openai_upstream, body):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}", "content-type": "application/json"}, body)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert set(resp.json()) == {"error"}
+    assert error["type"] == "invalid_request_error" and error["code"] == "invalid_request"
+    assert isinstance(error["message"], str) and error["message"]
+    assert not openai_upstream.requests, "an invalid request must not reach the upstream"
+
+
+def assert_envelope(resp: httpx.Response, status: int, code: str) -> dict:
+    assert resp.status_code == status
+    body = resp.json()
+    assert set(body) == {"success", "error", "traceId", "timestamp"}
+    assert body["success"] is False and body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str)
+    assert body["traceId"] == resp.headers["x-trace-id"]
+    uuid.UUID(body["traceId"])
+    assert body["timestamp"].endswith("Z") and "T" in body["timestamp"]
+    return body
+
+
+async def test_502_model_not_found_upstream(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-gone"])
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "model": "gpt-gone"})
+    body = assert_envelope(resp, 502, "MODEL_NOT_FOUND")
+    assert "gpt-gone" in body["error"]["message"]
+    assert len(openai_upstream.requests) == 1, "MODEL_NOT_FOUND is neither retried nor failed over"
+
+
+async def test_502_upstream_auth_error_never_leaks_keys(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], upstream_keys=("wrong-upstream-key",))
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+    assert_envelope(resp, 502, "AUTHENTICATION_ERROR")
+    assert "wrong-upstream-key" not in resp.text and wired.key not in resp.text
+
+
+async def test_404_for_unknown_model_and_path(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "model": "nobody-serves-this"})
+    assert_envelope(resp, 404, "NOT_FOUND")
+    async with httpx.AsyncClient() as http:
+        assert_envelope(await http.get(f"{gateway.url}/v1/nothing-here"), 404, "NOT_FOUND")
+
+
+async def test_sdk_raises_typed_errors(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    with pytest.raises(openai.AuthenticationError):
+        await client(gateway, "sk-wrong").chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError):
+        await client(gateway, wired.key).chat.completions.create(model="gpt-test", messages=[])
+
+
+async def test_client_disconnect_cancels_upstream_stream(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    openai_upstream.chunk_delay = 0.2
+    async with httpx.AsyncClient() as http:
+        async with http.stream("POST", f"{gateway.url}/v1/chat/completions",
+                               headers={"authorization": f"Bearer {wired.key}"},
+                               json={**GOOD, "messages": [{"role": "user", "content": " ".join(["w"] * 40)}],
+                                     "stream": True}) as resp:
+            async for _ in resp.aiter_bytes():
+                break  # read the first bytes, then hang up
+    rows = await call_rows(gateway)
+    assert rows[0].status == 499 and rows[0].error_code == "CLIENT_DISCONNECTED"
