@@ -74,7 +74,7 @@ def test_jitter_is_on_by_default_bounded_and_reproducible_with_a_seed() -> None:
     again = waits(RetryPolicies(RetrySettings(), random.Random(42)), ErrorType.UPSTREAM_ERROR)
     assert first == again
     assert len(first) == 3
-    for wait, base in zip(first, [1.0, 2.0, 4.0]):
+    for wait, base in zip(first, [1.0, 2.0, 4.0], strict=True):
         assert base * (1 - JITTER) <= wait <= base * (1 + JITTER)
     assert first != [1.0, 2.0, 4.0]
 
