@@ -97,7 +97,7 @@ def load_encryption_key(settings: Settings) -> bytes:
         raw = _decode_base64_key(path.read_text().strip())
         if raw is None:
             raise ConfigError(f"ENCRYPTION_KEY_INVALID: {path} does not hold a base64 32-byte key")
-        log.warning("ENCRYPTION_KEY not set; using the local key file %s (set ENCRYPTION_KEY in production)", path)
+        log.info("ENCRYPTION_KEY not set; using the local key file %s (set ENCRYPTION_KEY in production)", path)
         return raw
     data_dir.mkdir(parents=True, exist_ok=True)
     raw = secrets.token_bytes(KEY_SIZE)
