@@ -197,17 +197,19 @@ class InferenceHandler:
         watcher = asyncio.ensure_future(_wait_disconnect(receive))
         try:
             done, _ = await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
+            failure = None
             if pump in done:
                 failure = pump.result()
                 if failure is not None:
                     record.error_code = failure.error_type.value
                     log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
                                 failure.message)
-                    self.rt.executor.report(call.ctx, failure)
             else:
                 pump.cancel()
                 record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
                 log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+            # Settles the endpoint's breaker outcome: a clean end or a disconnect is no upstream fault.
+            self.rt.executor.report(call.ctx, failure)
         finally:
             watcher.cancel()
             handle.response.close()
