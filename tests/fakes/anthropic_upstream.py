@@ -1,0 +1,293 @@
+"""A fake Anthropic Messages API (https://docs.anthropic.com/en/api/messages).
+
+Speaks the vendor's wire format: `POST /v1/messages` and `GET /v1/models`,
+`x-api-key` + `anthropic-version` headers checked like the vendor, error bodies
+`{type: "error", error: {type, message}}`, streams as named SSE events
+(`message_start`, `ping`, `content_block_*`, `message_delta`, `message_stop`)
+with JSON written the way the vendor writes it (with spaces).
+
+Default answers are derived from the request so tests can assert conversions:
+- the last user turn holds tool_result blocks -> text "Tool results: <texts>";
+- tools are given, tool_choice is not `none`, and the last user text names a
+  tool (or tool_choice is `any`/`tool`) -> tool_use blocks with inputs built
+  from the tool's input_schema (one call per named tool, unless
+  disable_parallel_tool_use);
+- image blocks -> text "I see N image(s): <media types or urls>";
+- otherwise -> "Echo: <last user text>".
+`stop_sequences` and `max_tokens` cut the text like the vendor would.
+
+Scripting: `reply_next(Reply(...))` queues canned answers; `fail_next(...)`
+(base class) queues HTTP errors, `error_body(...)` builds the vendor shape;
+`cut_stream = True` drops `message_delta` and `message_stop` from streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.upstream_base import FakeUpstream, json_response
+
+API_KEY = "sk-ant-fake-upstream-key"
+VERSION = "2023-06-01"
+MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
+
+
+def error_body(error_type: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": error_type, "message": message},
+        "request_id": "req_" + uuid.uuid4().hex[:24],
+    }
+
+
+@dataclass
+class Reply:
+    """A canned answer for the next /v1/messages call."""
+
+    text: str | None = None
+    tool_uses: list[tuple[str, dict[str, Any]]] = field(default_factory=list)  # (name, input)
+    thinking: str | None = None
+    stop_reason: str | None = None  # default: tool_use if tool_uses else end_turn
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cache_read_input_tokens: int = 0
+    delay: float = 0.0  # seconds before the answer starts
+    stream_error: tuple[str, str] | None = None  # (type, message): sent after the first block instead of the end
+
+
+def _frame(event: str, data: dict[str, Any]) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+def _chunks(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def _sample(schema: Any) -> Any:
+    """A value that satisfies a (simple) JSON schema."""
+    if not isinstance(schema, dict):
+        return "test"
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties") or {}
+        required = schema.get("required") or list(props)
+        return {name: _sample(props.get(name, {})) for name in required}
+    return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "null": None}.get(kind, "test")
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+class FakeAnthropic(FakeUpstream):
+    def __init__(self, api_key: str = API_KEY, models: tuple[str, ...] = MODELS) -> None:
+        super().__init__()
+        self.api_key = api_key
+        self.models = models
+        self._replies: deque[Reply] = deque()
+
+    @property
+    def base_url(self) -> str:
+        """What an admin enters as the provider base URL (the SDK convention: no /v1)."""
+        return self.origin
+
+    def reply_next(self, reply: Reply, times: int = 1) -> None:
+        for _ in range(times):
+            self._replies.append(reply)
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/messages", self._messages)
+        app.router.add_get("/v1/models", self._list_models)
+
+    # --- vendor checks -------------------------------------------------------------
+
+    def _refuse(self, request: web.Request) -> web.Response | None:
+        key = request.headers.get("x-api-key")
+        if key is None:
+            return json_response(error_body("authentication_error", "x-api-key header is required"), 401)
+        if key != self.api_key:
+            return json_response(error_body("authentication_error", "invalid x-api-key"), 401)
+        version = request.headers.get("anthropic-version")
+        if version is None:
+            return json_response(error_body("invalid_request_error", "anthropic-version: header is required"), 400)
+        if version != VERSION:
+            return json_response(
+                error_body("invalid_request_error", f"anthropic-version: invalid version '{version}'"), 400
+            )
+        return None
+
+    async def _list_models(self, request: web.Request) -> web.Response:
+        refused = self._refuse(request)
+        if refused:
+            return refused
+        limit = int(request.query.get("limit", "20"))
+        data = [
+            {"type": "model", "id": m, "display_name": m.replace("-", " ").title(), "created_at": "2025-09-29T00:00:00Z"}
+            for m in self.models[:limit]
+        ]
+        return json_response(
+            {"data": data, "has_more": len(self.models) > limit,
+             "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None}
+        )
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        refused = self._refuse(request)
+        if refused:
+            return refused
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            return json_response(error_body("invalid_request_error", "There was an issue with your request body"), 400)
+        for name in ("model", "messages", "max_tokens"):
+            if name not in body:
+                return json_response(error_body("invalid_request_error", f"{name}: Field required"), 400)
+        if body["model"] not in self.models:
+            return json_response(error_body("not_found_error", f"model: {body['model']}"), 404)
+        if not isinstance(body["messages"], list) or not body["messages"]:
+            return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
+        if body.get("tool_choice") and not body.get("tools"):
+            return json_response(
+                error_body("invalid_request_error", "tool_choice may only be specified while providing tools"), 400
+            )
+        reply = self._replies.popleft() if self._replies else self._auto_reply(body)
+        if reply.delay:
+            await asyncio.sleep(reply.delay)
+        message, blocks = self._message(body, reply)
+        if body.get("stream"):
+            return await self._stream(request, message, blocks, reply)
+        return json_response(message, headers={"request-id": "req_" + uuid.uuid4().hex[:24]})
+
+    # --- answers ------------------------------------------------------------------------
+
+    def _auto_reply(self, body: dict[str, Any]) -> Reply:
+        last = body["messages"][-1]
+        content = last.get("content")
+        blocks = content if isinstance(content, list) else []
+        results = [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        if last.get("role") == "user" and results:
+            return Reply(text="Tool results: " + "; ".join(_text_of(r.get("content")) for r in results))
+        tools = {t["name"]: t for t in body.get("tools") or [] if "input_schema" in t}
+        choice = body.get("tool_choice") or {"type": "auto"}
+        text = _text_of(content)
+        if tools and choice.get("type") != "none":
+            if choice.get("type") == "tool":
+                named = [choice["name"]]
+            else:
+                named = [name for name in tools if name in text]
+                if not named and choice.get("type") == "any":
+                    named = [next(iter(tools))]
+            if choice.get("disable_parallel_tool_use"):
+                named = named[:1]
+            if named:
+                return Reply(
+                    text="Let me use the tools.",
+                    tool_uses=[(n, _sample(tools[n]["input_schema"])) for n in named if n in tools],
+                )
+        images = [b for b in blocks if isinstance(b, dict) and b.get("type") == "image"]
+        if images:
+            kinds = [b["source"].get("media_type") or b["source"].get("url") for b in images]
+            return Reply(text=f"I see {len(images)} image(s): {', '.join(kinds)}")
+        return Reply(text="Echo: " + (text or "(no text)"))
+
+    def _message(self, body: dict[str, Any], reply: Reply) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        text = reply.text
+        stop_reason = reply.stop_reason
+        stop_sequence = None
+        if text is not None and reply.stop_reason is None:
+            for seq in body.get("stop_sequences") or []:
+                if seq and seq in text:
+                    text = text[: text.index(seq)]
+                    stop_reason, stop_sequence = "stop_sequence", seq
+                    break
+            words = text.split(" ")
+            if len(words) > body["max_tokens"]:
+                text = " ".join(words[: body["max_tokens"]])
+                stop_reason = "max_tokens"
+        blocks: list[dict[str, Any]] = []
+        if reply.thinking:
+            blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": "sig-" + uuid.uuid4().hex})
+        if text:
+            blocks.append({"type": "text", "text": text})
+        if stop_reason not in ("stop_sequence", "max_tokens"):
+            for name, args in reply.tool_uses:
+                blocks.append({"type": "tool_use", "id": "toolu_" + uuid.uuid4().hex[:24], "name": name, "input": args})
+        if stop_reason is None:
+            stop_reason = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        prompt = json.dumps([body.get("system"), body["messages"], body.get("tools")])
+        usage = {
+            "input_tokens": reply.input_tokens if reply.input_tokens is not None else len(prompt) // 4 + 1,
+            "output_tokens": reply.output_tokens if reply.output_tokens is not None
+            else len(json.dumps(blocks)) // 4 + 1,
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": reply.cache_read_input_tokens,
+        }
+        message = {
+            "id": "msg_" + uuid.uuid4().hex[:24],
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": blocks,
+            "stop_reason": stop_reason,
+            "stop_sequence": stop_sequence,
+            "usage": usage,
+        }
+        return message, blocks
+
+    async def _stream(
+        self, request: web.Request, message: dict[str, Any], blocks: list[dict[str, Any]], reply: Reply
+    ) -> web.StreamResponse:
+        usage = message["usage"]
+        start = dict(message, content=[], stop_reason=None, stop_sequence=None,
+                     usage=dict(usage, output_tokens=1))
+        frames = [_frame("message_start", {"type": "message_start", "message": start}), _frame("ping", {"type": "ping"})]
+        for index, block in enumerate(blocks):
+            frames.extend(self._block_frames(index, block))
+            if reply.stream_error:
+                kind, text = reply.stream_error
+                frames.append(_frame("error", {"type": "error", "error": {"type": kind, "message": text}}))
+                resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+                await resp.prepare(request)
+                for frame in frames:
+                    await resp.write(frame)
+                await resp.write_eof()
+                return resp
+        delta_usage = {"output_tokens": usage["output_tokens"]}
+        frames.append(_frame("message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": message["stop_reason"], "stop_sequence": message["stop_sequence"]},
+            "usage": delta_usage,
+        }))
+        frames.append(_frame("message_stop", {"type": "message_stop"}))
+        return await self.write_stream(request, frames, "text/event-stream", final_frames=2)
+
+    @staticmethod
+    def _block_frames(index: int, block: dict[str, Any]) -> list[bytes]:
+        kind = block["type"]
+        if kind == "text":
+            empty: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], 8)]
+        elif kind == "thinking":
+            empty = {"type": "thinking", "thinking": "", "signature": ""}
+            deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], 8)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        else:
+            empty = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+            deltas = [{"type": "input_json_delta", "partial_json": c} for c in _chunks(json.dumps(block["input"]), 10)]
+        frames = [_frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": empty})]
+        frames += [_frame("content_block_delta", {"type": "content_block_delta", "index": index, "delta": d})
+                   for d in deltas]
+        frames.append(_frame("content_block_stop", {"type": "content_block_stop", "index": index}))
+        return frames
