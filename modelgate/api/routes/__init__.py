@@ -1,0 +1,1 @@
+"""Routers of the management API, one module per area."""

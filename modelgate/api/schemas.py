@@ -1,0 +1,481 @@
+"""Request and response bodies of the management API (camelCase JSON)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from modelgate.services import views
+
+Role = Literal["ADMIN", "USER"]
+Capability = Literal["streaming", "functionCalling", "vision"]
+ModelState = Literal["ACTIVE", "DEPRECATED", "DISABLED"]
+
+
+class In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- auth and users -------------------------------------------------------------------------
+
+class LoginIn(In):
+    username: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=1, max_length=1024)
+
+
+class PasswordChangeIn(In):
+    currentPassword: str = Field(min_length=1, max_length=1024)
+    newPassword: str = Field(min_length=1, max_length=1024)
+
+
+class UserOut(BaseModel):
+    id: int
+    username: str
+    role: Role
+    enabled: bool
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, u: views.UserView) -> "UserOut":
+        return cls(id=u.id, username=u.username, role=u.role, enabled=u.enabled, createdAt=u.created_at)
+
+
+class SessionOut(BaseModel):
+    user: UserOut
+    csrfToken: str  # send back as X-CSRF-Token on POST/PUT/PATCH/DELETE
+    expiresAt: datetime
+
+
+class UserCreateIn(In):
+    username: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=8, max_length=1024)
+    role: Role = "USER"
+    enabled: bool = True
+
+
+class UserUpdateIn(In):
+    role: Role | None = None
+    enabled: bool | None = None
+    password: str | None = Field(default=None, min_length=8, max_length=1024)
+
+
+# --- applications and keys -----------------------------------------------------------------
+
+class ApplicationOut(BaseModel):
+    id: int
+    name: str
+    description: str
+    timeout: float = Field(description="seconds for a whole call including retries")
+    enabled: bool
+    ownerId: int | None
+    channelIds: list[int]
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, a: views.ApplicationView) -> "ApplicationOut":
+        return cls(id=a.id, name=a.name, description=a.description, timeout=a.timeout_seconds, enabled=a.enabled,
+                   ownerId=a.owner_id, channelIds=list(a.channel_ids), createdAt=a.created_at)
+
+
+class ApplicationCreateIn(In):
+    name: str = Field(min_length=1, max_length=128)
+    description: str = ""
+    timeout: float | None = Field(default=None, gt=0, description="seconds; default 120")
+    enabled: bool = True
+    channelIds: list[int] = Field(default_factory=list, description="ADMIN only")
+    ownerId: int | None = Field(default=None, description="ADMIN only; default the caller")
+
+
+class ApplicationUpdateIn(In):
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    description: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    enabled: bool | None = None
+
+
+class ChannelIdsIn(In):
+    channelIds: list[int]
+
+
+class ApiKeyOut(BaseModel):
+    id: int
+    applicationId: int
+    name: str
+    prefix: str
+    status: Literal["ENABLED", "DISABLED", "DELETED"]
+    rateCapacity: float | None
+    rateRefillPerSecond: float | None
+    createdAt: datetime
+    lastUsedAt: datetime | None
+
+    @classmethod
+    def of(cls, k: views.ApiKeyView) -> "ApiKeyOut":
+        return cls(id=k.id, applicationId=k.application_id, name=k.name, prefix=k.prefix, status=k.status,
+                   rateCapacity=k.rate_capacity, rateRefillPerSecond=k.rate_refill_per_second,
+                   createdAt=k.created_at, lastUsedAt=k.last_used_at)
+
+
+class CreatedKeyOut(BaseModel):
+    key: ApiKeyOut
+    plaintext: str = Field(description="the sk- key; shown this once, never again")
+
+
+class ApiKeyCreateIn(In):
+    name: str = Field(default="", max_length=128)
+    rateCapacity: float | None = Field(default=None, gt=0)
+    rateRefillPerSecond: float | None = Field(default=None, gt=0)
+
+
+class ApiKeyUpdateIn(In):
+    name: str | None = Field(default=None, max_length=128)
+    rateCapacity: float | None = Field(default=None, gt=0)
+    rateRefillPerSecond: float | None = Field(default=None, gt=0)
+
+
+# --- providers ------------------------------------------------------------------------------
+
+class ProviderKindOut(BaseModel):
+    kind: str
+    label: str
+    defaultBaseUrl: str | None
+    docsUrl: str
+    keyRequired: bool
+
+
+class ProviderKeyOut(BaseModel):
+    id: int
+    label: str
+    hint: str = Field(description="last 4 characters; the key itself is never returned")
+    enabled: bool
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, k: views.ProviderKeyView) -> "ProviderKeyOut":
+        return cls(id=k.id, label=k.label, hint=k.hint, enabled=k.enabled, createdAt=k.created_at)
+
+
+class ProviderOut(BaseModel):
+    id: int
+    name: str
+    kind: str
+    baseUrl: str
+    options: dict[str, Any]
+    enabled: bool
+    keys: list[ProviderKeyOut]
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, p: views.ProviderView) -> "ProviderOut":
+        return cls(id=p.id, name=p.name, kind=p.kind, baseUrl=p.base_url, options=p.options, enabled=p.enabled,
+                   keys=[ProviderKeyOut.of(k) for k in p.keys], createdAt=p.created_at)
+
+
+class ProviderCreateIn(In):
+    name: str = Field(min_length=1, max_length=128)
+    kind: str
+    baseUrl: str | None = Field(default=None, description="default: the kind's public URL")
+    options: dict[str, Any] = Field(default_factory=dict)
+    keys: list[str] = Field(default_factory=list, description="upstream keys; stored encrypted")
+    enabled: bool = True
+
+
+class ProviderUpdateIn(In):
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    baseUrl: str | None = None
+    options: dict[str, Any] | None = None
+    enabled: bool | None = None
+
+
+class ProviderKeyIn(In):
+    key: str = Field(min_length=1, max_length=4096)
+    label: str = Field(default="", max_length=128)
+
+
+# --- channels and models --------------------------------------------------------------------
+
+class ModelSpecIn(In):
+    modelId: str = Field(min_length=1, max_length=128)
+    upstreamModel: str | None = Field(default=None, max_length=128)
+    ownedBy: str | None = Field(default=None, max_length=128)
+    capabilities: list[Capability] | None = None
+
+    def spec(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"model_id": self.modelId}
+        if self.upstreamModel is not None:
+            out["upstream_model"] = self.upstreamModel
+        if "ownedBy" in self.model_fields_set:
+            out["owned_by"] = self.ownedBy
+        if self.capabilities is not None:
+            out["capabilities"] = list(self.capabilities)
+        return out
+
+
+def model_specs(models: list[str | ModelSpecIn]) -> list[str | dict[str, Any]]:
+    return [m if isinstance(m, str) else m.spec() for m in models]
+
+
+class ModelInstanceOut(BaseModel):
+    id: int
+    channelId: int
+    modelId: str
+    upstreamModel: str
+    ownedBy: str | None
+    capabilities: list[Capability]
+    state: ModelState
+    stateChangedAt: datetime | None
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, mi: views.ModelInstanceView) -> "ModelInstanceOut":
+        return cls(id=mi.id, channelId=mi.channel_id, modelId=mi.model_id, upstreamModel=mi.upstream_model,
+                   ownedBy=mi.owned_by, capabilities=mi.capabilities, state=mi.state,
+                   stateChangedAt=mi.state_changed_at, createdAt=mi.created_at)
+
+
+class BreakerOut(BaseModel):
+    endpointId: str = Field(description="p<providerId>:k<upstreamKeyId>; holds no secret")
+    keyHint: str | None
+    state: Literal["CLOSED", "OPEN", "HALF_OPEN", "UNKNOWN"]
+    failures: int
+    openedAt: datetime | None
+    retryAfterSeconds: float | None
+
+
+class ChannelOut(BaseModel):
+    id: int
+    name: str
+    providerId: int
+    providerName: str
+    providerKind: str
+    priority: int = Field(description="lower is tried first")
+    weight: int = Field(description="share of calls within one priority")
+    enabled: bool
+    models: list[ModelInstanceOut]
+    breakers: list[BreakerOut]
+    createdAt: datetime
+
+
+class ChannelCreateIn(In):
+    name: str = Field(min_length=1, max_length=128)
+    providerId: int
+    models: list[str | ModelSpecIn] = Field(default_factory=list)
+    priority: int = 0
+    weight: int = Field(default=1, ge=1)
+    enabled: bool = True
+
+
+class ChannelUpdateIn(In):
+    name: str | None = Field(default=None, min_length=1, max_length=128)
+    providerId: int | None = None
+    priority: int | None = None
+    weight: int | None = Field(default=None, ge=1)
+    enabled: bool | None = None
+
+
+class ModelsIn(In):
+    models: list[str | ModelSpecIn]
+
+
+class RecoverIn(In):
+    endpointId: str | None = Field(default=None, description="default: every endpoint of the channel")
+
+
+class RecoverOut(BaseModel):
+    channelId: int
+    recovered: list[dict[str, str]] = Field(description="endpointId and the state it had before")
+
+
+class HealthEndpointOut(BaseModel):
+    endpointId: str
+    ok: bool
+    latencyMs: float
+    errorType: str | None
+    message: str | None
+
+
+class HealthCheckOut(BaseModel):
+    channelId: int
+    ok: bool
+    latencyMs: float
+    errorType: str | None
+    message: str | None
+    model: str | None
+    endpoints: list[HealthEndpointOut]
+    checkedAt: datetime
+
+
+class ModelUpdateIn(In):
+    state: ModelState | None = None
+    ownedBy: str | None = Field(default=None, max_length=128, description='"" clears the label')
+    capabilities: list[Capability] | None = None
+    upstreamModel: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+# --- blacklist, logs, events ----------------------------------------------------------------
+
+class BlacklistOut(BaseModel):
+    id: int
+    cidr: str
+    reason: str
+    createdAt: datetime
+
+    @classmethod
+    def of(cls, e: views.BlacklistEntryView) -> "BlacklistOut":
+        return cls(id=e.id, cidr=e.cidr, reason=e.reason, createdAt=e.created_at)
+
+
+class BlacklistIn(In):
+    cidr: str = Field(min_length=1, max_length=64, description="an address or a CIDR network")
+    reason: str = Field(default="", max_length=255)
+
+
+class CallLogOut(BaseModel):
+    id: int
+    traceId: str
+    createdAt: datetime
+    keyId: int | None
+    applicationId: int | None
+    channelId: int | None
+    providerKind: str | None
+    protocol: str
+    model: str
+    stream: bool
+    status: int
+    errorCode: str | None
+    latencyMs: float
+    firstByteMs: float | None
+    attempts: int
+    promptTokens: int
+    completionTokens: int
+    totalTokens: int
+    clientIp: str | None
+
+    @classmethod
+    def of(cls, r: views.CallLogView) -> "CallLogOut":
+        return cls(id=r.id, traceId=r.trace_id, createdAt=r.created_at, keyId=r.api_key_id,
+                   applicationId=r.application_id, channelId=r.channel_id, providerKind=r.provider_kind,
+                   protocol=r.protocol, model=r.model, stream=r.stream, status=r.status, errorCode=r.error_code,
+                   latencyMs=r.latency_ms, firstByteMs=r.first_byte_ms, attempts=r.attempts,
+                   promptTokens=r.prompt_tokens, completionTokens=r.completion_tokens,
+                   totalTokens=r.prompt_tokens + r.completion_tokens, clientIp=r.client_ip)
+
+
+class EventOut(BaseModel):
+    id: int
+    createdAt: datetime
+    type: str
+    traceId: str | None
+    channelId: int | None
+    endpointId: str | None
+    model: str | None
+    errorType: str | None
+    detail: str
+
+
+class PageOut(BaseModel):
+    total: int
+    limit: int
+    offset: int
+
+
+class CallLogPage(PageOut):
+    items: list[CallLogOut]
+
+
+class EventPage(PageOut):
+    items: list[EventOut]
+
+
+# --- catalog and stats (shapes built by the services; documented here) ------------------------
+
+class CatalogProviderOut(BaseModel):
+    kind: str
+    name: str
+    pricingUrl: str | None
+    supported: bool
+    defaultBaseUrl: str | None
+    keyRequired: bool
+    defaultPlanCode: str | None
+    planCodes: list[str]
+    modelCount: int
+
+
+class PlanOut(BaseModel):
+    planCode: str
+    providerKind: str
+    providerName: str
+    name: str
+    type: Literal["PAY_AS_YOU_GO", "BATCH", "FREE", "ENTERPRISE", "SELF_HOSTED"]
+    currency: str
+    default: bool
+    description: str
+    modelCount: int
+    pricesCheckedAt: str
+
+
+class CatalogModelOut(BaseModel):
+    id: str
+    name: str
+    aliases: list[str]
+    inputPrice: float = Field(description="per 1M prompt tokens")
+    outputPrice: float = Field(description="per 1M completion tokens")
+    currency: str
+    contextWindow: int | None
+    capabilities: list[Capability]
+
+
+class CatalogModelListOut(CatalogModelOut):
+    providerKind: str
+    providerName: str
+    planCode: str
+    plans: list[str]
+
+
+class PlanDetailOut(PlanOut):
+    derivedFrom: str | None
+    priceFactor: float | None
+    defaultPrice: dict[str, Any] | None
+    models: list[CatalogModelOut]
+
+
+class PriceOut(BaseModel):
+    model: str
+    inputPrice: float
+    outputPrice: float
+
+
+class PricingOut(BaseModel):
+    planCode: str
+    providerKind: str
+    currency: str
+    unit: str
+    pricesCheckedAt: str
+    prices: list[PriceOut]
+
+
+class UsageTotals(BaseModel):
+    requestCount: int
+    successCount: int
+    errorCount: int
+    promptTokens: int
+    completionTokens: int
+    totalTokens: int
+    cost: dict[str, float] = Field(description="amount per currency, from catalog list prices")
+
+
+class StatsOut(UsageTotals):
+    date: str
+    unpricedModels: list[str]
+
+
+class TrendPointOut(UsageTotals):
+    date: str
+    unpricedModels: list[str]
+
+
+class ModelUsageOut(UsageTotals):
+    model: str
+    priced: bool
+    tokenShare: float
