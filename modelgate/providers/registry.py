@@ -1,15 +1,24 @@
 """The built-in provider kinds and the wire adapter each one speaks.
 
 Many providers speak the chat-completions wire format at their own base URL;
-they share the `openai_chat` adapter and differ only in defaults here.
+they share the `openai_chat` adapter (or a `CompatChatAdapter` with a few
+provider-specific knobs) and differ only in defaults here. The full table,
+with what each kind maps and drops, is docs/providers.md.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modelgate.errors import ErrorType
+from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
+from modelgate.providers.azure_openai import AzureOpenAIAdapter
 from modelgate.providers.base import WireAdapter
+from modelgate.providers.cohere import CohereAdapter
+from modelgate.providers.gemini import GeminiAdapter
+from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
+from modelgate.providers.openai_compat import CompatChatAdapter
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,9 +29,15 @@ class ProviderKind:
     default_base_url: str | None  # None: the admin must give one
     docs_url: str
     key_required: bool = True
+    base_url_note: str = ""  # what to enter as base URL (why there is no default, or regional variants)
 
 
 _openai_chat = OpenAIChatAdapter()
+_NOT_FOUND = ErrorType.MODEL_NOT_FOUND
+_QUOTA = ErrorType.QUOTA_EXCEEDED
+_RATE = ErrorType.RATE_LIMIT_ERROR
+_INVALID = ErrorType.INVALID_REQUEST
+_AUTH = ErrorType.AUTHENTICATION_ERROR
 
 KINDS: dict[str, ProviderKind] = {
     kind.name: kind
@@ -30,7 +45,68 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind("openai", "OpenAI", _openai_chat, "https://api.openai.com/v1",
                      "https://platform.openai.com/docs/api-reference/chat"),
         ProviderKind("openai-compatible", "OpenAI-compatible (any base URL)", _openai_chat, None,
-                     "https://platform.openai.com/docs/api-reference/chat", key_required=False),
+                     "https://platform.openai.com/docs/api-reference/chat", key_required=False,
+                     base_url_note="the server's chat-completions base, e.g. http://host:8000/v1"),
+        ProviderKind("azure-openai", "Azure OpenAI", AzureOpenAIAdapter(), None,
+                     "https://learn.microsoft.com/azure/ai-services/openai/reference",
+                     base_url_note="the resource endpoint, https://{resource}.openai.azure.com; "
+                                   "model names are deployment names; options.api_version"),
+        ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",
+                     "https://docs.anthropic.com/en/api/messages"),
+        ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",
+                     "https://ai.google.dev/api/generate-content"),
+        ProviderKind("cohere", "Cohere", CohereAdapter(), "https://api.cohere.com",
+                     "https://docs.cohere.com/reference/chat"),
+        ProviderKind("mistral", "Mistral AI",
+                     # Mistral names the seed `random_seed`, has no `user`, and reports stream usage unasked.
+                     CompatChatAdapter(renames={"seed": "random_seed"}, drop=("user",), stream_usage_option=False,
+                                       error_codes={"invalid_model": _NOT_FOUND}),
+                     "https://api.mistral.ai/v1", "https://docs.mistral.ai/api/"),
+        ProviderKind("deepseek", "DeepSeek", _openai_chat, "https://api.deepseek.com",
+                     "https://api-docs.deepseek.com/api/create-chat-completion"),
+        ProviderKind("groq", "Groq", _openai_chat, "https://api.groq.com/openai/v1",
+                     "https://console.groq.com/docs/api-reference"),
+        ProviderKind("together", "Together AI",
+                     CompatChatAdapter(error_codes={"model_not_available": _NOT_FOUND}),
+                     "https://api.together.xyz/v1", "https://docs.together.ai/reference/chat-completions-1"),
+        ProviderKind("fireworks", "Fireworks AI", _openai_chat, "https://api.fireworks.ai/inference/v1",
+                     "https://docs.fireworks.ai/api-reference/post-chatcompletions"),
+        ProviderKind("openrouter", "OpenRouter",
+                     CompatChatAdapter(not_found_hints=("is not a valid model id",)),
+                     "https://openrouter.ai/api/v1", "https://openrouter.ai/docs/api-reference/chat-completion"),
+        ProviderKind("xai", "xAI", _openai_chat, "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
+        ProviderKind("perplexity", "Perplexity",
+                     # Usage comes on the stream's chunks without asking.
+                     CompatChatAdapter(stream_usage_option=False, error_codes={"invalid_model": _NOT_FOUND}),
+                     "https://api.perplexity.ai", "https://docs.perplexity.ai/api-reference/chat-completions-post"),
+        ProviderKind("moonshot", "Moonshot AI (Kimi)",
+                     CompatChatAdapter(error_codes={"exceeded_current_quota_error": _QUOTA,
+                                                    "content_filter": _INVALID}),
+                     "https://api.moonshot.cn/v1", "https://platform.moonshot.cn/docs/api/chat",
+                     base_url_note="international platform: https://api.moonshot.ai/v1"),
+        ProviderKind("zhipu", "Zhipu AI (GLM)",
+                     # Zhipu reports failures by numeric business code in error.code.
+                     CompatChatAdapter(stream_usage_option=False, error_codes={
+                         "1000": _AUTH, "1001": _AUTH, "1002": _AUTH, "1003": _AUTH, "1004": _AUTH,
+                         "1113": _QUOTA, "1211": _NOT_FOUND, "1301": _INVALID,
+                         "1302": _RATE, "1303": _RATE, "1305": _RATE}),
+                     "https://open.bigmodel.cn/api/paas/v4", "https://docs.bigmodel.cn/api-reference",
+                     base_url_note="international platform: https://api.z.ai/api/paas/v4"),
+        ProviderKind("dashscope", "Alibaba Cloud Model Studio (DashScope)",
+                     CompatChatAdapter(error_codes={"Arrearage": _QUOTA, "data_inspection_failed": _INVALID,
+                                                    "DataInspectionFailed": _INVALID}),
+                     "https://dashscope.aliyuncs.com/compatible-mode/v1",
+                     "https://help.aliyun.com/zh/model-studio/compatibility-of-openai-with-dashscope",
+                     base_url_note="international: https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),
+        ProviderKind("siliconflow", "SiliconFlow",
+                     CompatChatAdapter(quota_hints=("balance is insufficient", "insufficient balance")),
+                     "https://api.siliconflow.cn/v1", "https://docs.siliconflow.cn/cn/api-reference/chat-completions/chat-completions",
+                     base_url_note="international: https://api.siliconflow.com/v1"),
+        ProviderKind("ollama", "Ollama", OllamaAdapter(), "http://localhost:11434",
+                     "https://github.com/ollama/ollama/blob/main/docs/api.md", key_required=False),
+        ProviderKind("vllm", "vLLM", _openai_chat, None,
+                     "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html", key_required=False,
+                     base_url_note="self-hosted: the server's base, e.g. http://host:8000/v1"),
     )
 }
 
