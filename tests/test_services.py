@@ -16,6 +16,7 @@ def _code(exc_info) -> tuple[int, str]:
 
 
 async def test_users_create_authenticate_update(services):
+    await services.users.create("root", "password123", role="ADMIN")  # so alice may be demoted
     user = await services.users.create("alice", "password123", role="admin")
     assert user.role == "ADMIN" and user.enabled
     assert (await services.users.authenticate("alice", "password123")).id == user.id
@@ -39,6 +40,18 @@ async def test_users_create_authenticate_update(services):
     with pytest.raises(GatewayError) as exc:
         await services.users.get("alice")
     assert _code(exc) == (404, "NOT_FOUND")
+
+
+async def test_last_admin_cannot_be_removed(services):
+    await services.users.create("root", "password123", role="ADMIN")
+    for change in (services.users.delete("root"), services.users.update("root", role="USER"),
+                   services.users.update("root", enabled=False)):
+        with pytest.raises(GatewayError) as exc:
+            await change
+        assert _code(exc) == (409, "CONFLICT")
+    await services.users.create("second", "password123", role="ADMIN")
+    await services.users.delete("root")
+    assert [u.username for u in await services.users.list()] == ["second"]
 
 
 async def test_ensure_initial_admin_once(services):

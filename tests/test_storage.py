@@ -5,6 +5,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from modelgate.errors import GatewayError
 from modelgate.storage.db import Database, normalize_url
 from modelgate.storage.models import Base
 
@@ -48,7 +49,9 @@ async def test_sqlite_pragmas_and_data_dir(tmp_path):
         await db.dispose()
 
 
-async def test_postgres_migration_matches_models():
+@pytest.fixture
+async def pg_database():
+    """A migrated PostgreSQL database in a fresh schema, dropped afterwards."""
     asyncpg = pytest.importorskip("asyncpg")
     schema = f"mgtest_{uuid.uuid4().hex[:10]}"
     try:
@@ -56,21 +59,54 @@ async def test_postgres_migration_matches_models():
     except (OSError, asyncpg.PostgresError) as exc:
         pytest.skip(f"PostgreSQL at 127.0.0.1:5432/test unreachable: {exc}")
     await conn.execute(f'CREATE SCHEMA "{schema}"')
+    # search_path keeps the tables (and alembic_version) inside the fresh schema
+    db = Database(PG_URL, connect_args={"server_settings": {"search_path": schema}})
+    db.schema = schema
     try:
-        # search_path keeps the tables (and alembic_version) inside the fresh schema
-        db = Database(PG_URL, connect_args={"server_settings": {"search_path": schema}})
-        try:
-            await db.migrate()
-            async with db.engine.connect() as c:
-                diff = await c.run_sync(_schema_diff)
-                tables = set(await c.run_sync(lambda sc: inspect(sc).get_table_names(schema=schema)))
-            assert diff == []
-            assert tables == set(Base.metadata.tables) | {"alembic_version"}
-        finally:
-            await db.dispose()
+        await db.migrate()
+        yield db
     finally:
+        await db.dispose()
         await conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
         await conn.close()
+
+
+async def test_postgres_migration_matches_models(pg_database):
+    async with pg_database.engine.connect() as c:
+        diff = await c.run_sync(_schema_diff)
+        tables = set(await c.run_sync(lambda sc: inspect(sc).get_table_names(schema=pg_database.schema)))
+    assert diff == []
+    assert tables == set(Base.metadata.tables) | {"alembic_version"}
+
+
+async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, settings):
+    from datetime import datetime, timedelta, timezone
+
+    from modelgate.services import Services
+    from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
+
+    svc = Services(pg_database, secret_box, settings)
+    await svc.providers.create("oa", "openai", keys=["upstream-key-pg-4242"])
+    await svc.channels.create("main", "oa", [{"model_id": "gpt", "capabilities": ["vision"]}])
+    await svc.applications.create("app")
+    await svc.applications.authorize_channel("app", "main")
+    created = await svc.api_keys.create("app")
+    snap = await load_snapshot(pg_database, secret_box, settings)
+    assert hash_api_key(created.plaintext) in snap.keys_by_hash
+    (route,) = snap.routes_by_model["gpt"]
+    assert route.endpoints[0].api_key == "upstream-key-pg-4242" and route.capabilities == ("vision",)
+    assert route.created > 0
+
+    writer = UsageWriter(pg_database, settings)
+    writer.record(CallRecord("t-pg", "chat", "gpt", 200, api_key_id=created.key.id, prompt_tokens=3))
+    writer.record_event(EventRecord("FAILOVER", channel_id=route.channel_id))
+    assert await writer.flush() == 2
+    page = await svc.call_log.query(since=datetime.now(timezone.utc) - timedelta(minutes=1))
+    assert [r.trace_id for r in page.items] == ["t-pg"]
+    assert (await svc.api_keys.get(created.key.id)).last_used_at is not None
+    with pytest.raises(GatewayError) as exc:
+        await svc.channels.create("main", "oa", [])
+    assert exc.value.code == "CONFLICT"
 
 
 # --- snapshot loader -------------------------------------------------------

@@ -6,7 +6,7 @@ from sqlalchemy import select
 
 from modelgate.services.context import ServiceContext, clean_name, fetch, positive
 from modelgate.services.views import ApplicationView
-from modelgate.storage.models import Application, Channel
+from modelgate.storage.models import Application, Channel, User
 
 
 class ApplicationService:
@@ -29,6 +29,8 @@ class ApplicationService:
             enabled=enabled, owner_id=owner_id, channels=[],
         )
         async with self.ctx.change(f"application {name!r} already exists") as s:
+            if owner_id is not None:
+                await fetch(s, User, int(owner_id), "user")
             s.add(app)
             await s.flush()
             view = ApplicationView.of(app)

@@ -7,7 +7,7 @@ import secrets
 from sqlalchemy import func, select
 
 from modelgate.auth import passwords
-from modelgate.errors import GatewayError, validation_error
+from modelgate.errors import GatewayError, conflict, validation_error
 from modelgate.services.context import ServiceContext, clean_name, fetch
 from modelgate.services.views import UserView
 from modelgate.storage.models import User
@@ -29,6 +29,16 @@ def _password(password: str) -> str:
     if not isinstance(password, str) or len(password) < MIN_PASSWORD_LENGTH:
         raise validation_error(f"password must be at least {MIN_PASSWORD_LENGTH} characters")
     return password
+
+
+async def _keep_an_admin(s, leaving_id: int) -> None:
+    """Refuse a change that would leave no enabled admin: nobody could manage the gateway."""
+    others = await s.scalar(
+        select(func.count()).select_from(User)
+        .where(User.role == "ADMIN", User.enabled.is_(True), User.id != leaving_id)
+    )
+    if not others:
+        raise conflict("this is the last enabled ADMIN user; create another admin first")
 
 
 def generate_password() -> str:
@@ -64,10 +74,13 @@ class UserService:
     ) -> UserView:
         async with self.ctx.tx() as s:
             user = await fetch(s, User, ref, "user", by="username")
+            was_admin = user.role == "ADMIN" and user.enabled
             if role is not None:
                 user.role = _role(role)
             if enabled is not None:
                 user.enabled = bool(enabled)
+            if was_admin and (user.role != "ADMIN" or not user.enabled):
+                await _keep_an_admin(s, user.id)
             if password is not None:
                 user.password_hash = passwords.hash_password(_password(password))
             await s.flush()
@@ -75,7 +88,10 @@ class UserService:
 
     async def delete(self, ref: int | str) -> None:
         async with self.ctx.tx() as s:
-            await s.delete(await fetch(s, User, ref, "user", by="username"))
+            user = await fetch(s, User, ref, "user", by="username")
+            if user.role == "ADMIN" and user.enabled:
+                await _keep_an_admin(s, user.id)
+            await s.delete(user)
 
     async def authenticate(self, username: str, password: str) -> UserView | None:
         """The user when the password matches and the account is enabled, else None."""
