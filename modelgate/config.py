@@ -103,6 +103,7 @@ class Settings(BaseModel):
     redis_url: str | None = None
     encryption_key: str | None = None
     log_level: str = "INFO"
+    catalog_file: str | None = None  # the admin's additions to the built-in plan catalog
     server: ServerSettings = Field(default_factory=ServerSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
@@ -130,6 +131,7 @@ ENV_ALIASES = {
     "MODELGATE_ENV": "env",
     "MODELGATE_DATA_DIR": "data_dir",
     "LOG_LEVEL": "log_level",
+    "MODELGATE_CATALOG_FILE": "catalog_file",
 }
 
 

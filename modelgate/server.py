@@ -34,6 +34,7 @@ def configure_logging(settings: Settings) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-plugin start-up lines are noise
 
 
 def run(settings: Settings) -> None:

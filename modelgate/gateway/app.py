@@ -75,6 +75,39 @@ class GatewayApp:
 
     async def startup(self) -> None:
         await self.runtime.start()
+        self.management = management_app(self.runtime)
+
+
+def management_app(runtime: Runtime) -> Any:
+    """The management API at /api/v1 and the console at /console, on the same server."""
+    from starlette.applications import Starlette
+    from starlette.responses import RedirectResponse, Response
+    from starlette.routing import Mount, Route
+
+    from modelgate.api import API_PREFIX, ManagementState, create_management_app
+    from modelgate.api.console import console_app
+    from modelgate.catalog import load_catalog
+
+    state = ManagementState(
+        db=runtime.db,
+        services=runtime.services,
+        settings=runtime.settings,
+        catalog=load_catalog(runtime.settings.catalog_file),
+        breakers=runtime.executor.breakers,
+        health_check=runtime.checks.health_check,
+    )
+    routes: list[Any] = [Mount(API_PREFIX, app=create_management_app(state))]
+    console = console_app()
+    if console is not None:
+        routes.append(Route("/", lambda request: RedirectResponse("/console/")))
+        routes.append(Mount("/console", app=console))
+
+    async def not_found(request: Any, exc: Exception) -> Response:
+        trace_id = str(uuid.uuid4())
+        body = errors.envelope_error(errors.not_found(f"No route for {request.method} {request.url.path}"), trace_id)
+        return Response(body, 404, {"x-trace-id": trace_id}, media_type="application/json")
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
 
 
 def create_app() -> GatewayApp:

@@ -14,7 +14,10 @@ from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import TokenBucketLimiter
 from modelgate.config import Settings
 from modelgate.routing.events import Clock
+from modelgate.gateway.upstream_checks import UpstreamChecks
+from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import Executor
+from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
 from modelgate.storage.db import Database
@@ -42,7 +45,7 @@ class Runtime:
         self.services = Services(self.db, self.box, settings, on_change=self.refresh_soon)
         self.writer = UsageWriter(self.db, settings)
         self.writer.start()
-        self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self._deprecate)
+        self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self)
         upstream = settings.upstream
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
@@ -54,8 +57,18 @@ class Runtime:
             auto_decompress=True,
             raise_for_status=False,
         )
+        self.checks = UpstreamChecks(self)
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="snapshot-refresh"))
+        if self.executor.lifecycle is not None:
+            probe = ModelProbe(
+                self.executor.lifecycle,
+                adapter_lister(lambda kind: get_kind(kind).adapter, self.checks.http),
+                self.checks.routes,
+                self.executor.clock,
+                settings.gateway.lifecycle.probe_interval_seconds,
+            )
+            self._tasks.append(asyncio.create_task(probe.run(), name="model-probe"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -93,6 +106,7 @@ class Runtime:
             except Exception:
                 log.exception("snapshot refresh failed; keeping the previous configuration")
 
-    async def _deprecate(self, model_instance_id: int, reason: str) -> None:
+    async def deprecate(self, model_instance_id: int, reason: str) -> None:
+        """The lifecycle hook: repeated MODEL_NOT_FOUND takes the instance out of routing."""
         await self.services.models.update(model_instance_id, state="DEPRECATED")
         log.warning("model instance %s deprecated: %s", model_instance_id, reason)
