@@ -58,8 +58,8 @@ async def openai_upstream():
 @pytest.fixture
 async def gateway(tmp_path):
     """The real gateway served by uvicorn on a random local port (tests/gateway_harness.py)."""
-    from tests.gateway_harness import GatewayHarness, test_settings
+    from tests.gateway_harness import GatewayHarness, harness_settings
 
-    harness = await GatewayHarness(test_settings(tmp_path)).start()
+    harness = await GatewayHarness(harness_settings(tmp_path)).start()
     yield harness
     await harness.stop()

@@ -94,7 +94,7 @@ class GatewayHarness:
         return Wiring(created.plaintext, app.id, [channel.id], provider.id)
 
 
-def test_settings(tmp_path: Any, **overrides: Any) -> Settings:
+def harness_settings(tmp_path: Any, **overrides: Any) -> Settings:
     settings = Settings(
         data_dir=str(tmp_path / "data"),
         encryption_key=base64.b64encode(os.urandom(32)).decode(),

@@ -1,0 +1,94 @@
+"""The `modelgate serve` process: production key check, port setting, first-start admin, storage backends."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+from sqlalchemy import select
+
+from modelgate.storage.models import CallLog
+from tests.gateway_harness import GatewayHarness, harness_settings
+
+MODELGATE = [sys.executable, "-m", "modelgate.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(tmp_path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ENCRYPTION_KEY", "MODELGATE_ENV", "DATABASE_URL")}
+    env.update({"MODELGATE_DATA_DIR": str(tmp_path / "data"), "SERVER_HOST": "127.0.0.1"}, **extra)
+    return env
+
+
+def test_production_without_encryption_key_refuses_to_start(tmp_path):
+    proc = subprocess.run([*MODELGATE, "serve"], env=clean_env(tmp_path, MODELGATE_ENV="production"),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "ENCRYPTION_KEY_MISSING" in proc.stderr + proc.stdout
+
+
+def test_serve_listens_on_server_port_and_prints_admin_password_once(tmp_path):
+    port = free_port()
+    env = clean_env(tmp_path, SERVER_PORT=str(port))
+    outputs = []
+    for _ in range(2):
+        proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            else:
+                pytest.fail("the gateway did not answer on SERVER_PORT")
+        finally:
+            proc.terminate()
+            outputs.append(proc.communicate(timeout=30)[0])
+    assert "admin / " in outputs[0]
+    assert "admin / " not in outputs[1], "the first admin's password is shown on the first start only"
+    assert (tmp_path / "data" / "modelgate.db").is_file()
+
+
+async def test_gateway_on_postgresql_records_calls(tmp_path, openai_upstream):
+    """The whole path on PostgreSQL: migrations, configuration, a call and its call-log row."""
+    import asyncpg
+
+    database = f"modelgate_{uuid.uuid4().hex[:12]}"
+    try:
+        conn = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/test", timeout=3)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc}")
+    await conn.execute(f"CREATE DATABASE {database}")
+    try:
+        url = f"postgresql+asyncpg://postgres@127.0.0.1:5432/{database}"
+        settings = harness_settings(tmp_path, database_url=url)
+        harness = await GatewayHarness(settings).start()
+        try:
+            wired = await harness.wire(openai_upstream.base_url, ["gpt-test"])
+            api = AsyncOpenAI(base_url=f"{harness.url}/v1", api_key=wired.key, max_retries=0)
+            resp = await api.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "pg"}])
+            assert resp.choices[0].message.content == "Echo: pg"
+            await harness.runtime.writer.flush()
+            async with harness.runtime.db.session() as s:
+                rows = (await s.scalars(select(CallLog))).all()
+            assert [(r.model, r.status, r.prompt_tokens) for r in rows] == [("gpt-test", 200, 1)]
+        finally:
+            await harness.stop()
+    finally:
+        await conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
+        await conn.close()
