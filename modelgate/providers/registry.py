@@ -14,6 +14,7 @@ from modelgate.errors import ErrorType
 from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
 from modelgate.providers.azure_openai import AzureOpenAIAdapter
 from modelgate.providers.base import WireAdapter
+from modelgate.providers.bedrock import BedrockAdapter
 from modelgate.providers.cohere import CohereAdapter
 from modelgate.providers.gemini import GeminiAdapter
 from modelgate.providers.ollama import OllamaAdapter
@@ -55,6 +56,11 @@ KINDS: dict[str, ProviderKind] = {
                      "https://docs.anthropic.com/en/api/messages"),
         ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",
                      "https://ai.google.dev/api/generate-content"),
+        ProviderKind("aws-bedrock", "AWS Bedrock", BedrockAdapter(), "https://bedrock-runtime.us-east-1.amazonaws.com",
+                     "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html",
+                     base_url_note="https://bedrock-runtime.{region}.amazonaws.com (the signing region is taken "
+                                   "from it, or options.region); key ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] "
+                                   "or a Bedrock API key"),
         ProviderKind("cohere", "Cohere", CohereAdapter(), "https://api.cohere.com",
                      "https://docs.cohere.com/reference/chat"),
         ProviderKind("mistral", "Mistral AI",

@@ -1,0 +1,350 @@
+"""AWS Bedrock Converse API wire adapter.
+
+POST {base}/model/{modelId}/converse and /converse-stream, where base is
+https://bedrock-runtime.{region}.amazonaws.com. Streams use AWS's binary
+event-stream framing (application/vnd.amazon.eventstream), decoded with
+botocore's EventStreamBuffer; requests are signed with botocore's SigV4Auth.
+
+Upstream key formats (docs/providers.md):
+- "ACCESS_KEY_ID:SECRET_ACCESS_KEY" or "ACCESS_KEY_ID:SECRET_ACCESS_KEY:SESSION_TOKEN"
+  -> SigV4 signature (service "bedrock");
+- a Bedrock API key (no colon) -> `Authorization: Bearer <key>`.
+The signing region is `options.region`, else the region in the base URL's
+host, else us-east-1.
+
+Mapping notes: images must be inline (Converse takes bytes or S3, not
+URLs); seed, penalties, top_k and JSON mode have no Converse field and are
+dropped (top_k and friends are model-specific additionalModelRequestFields);
+tool_choice `none` sends no tools unless the history holds tool blocks
+(Converse then requires toolConfig, and the choice falls back to auto).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Any, Mapping
+from urllib.parse import quote, urlsplit
+
+import orjson
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+from botocore.eventstream import EventStreamBuffer, ParserError
+from yarl import URL
+
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    ImagePart,
+    Message,
+    StopReason,
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    ThinkingDelta,
+    ThinkingPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolResult,
+    Usage,
+)
+from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
+
+DEFAULT_REGION = "us-east-1"
+DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "stop_sequence": "stop_sequence",
+    "guardrail_intervened": "content_filter",
+    "content_filtered": "content_filter",
+    "model_context_window_exceeded": "length",
+}
+
+_ERRORS: dict[str, ErrorType] = {
+    "ThrottlingException": ErrorType.RATE_LIMIT_ERROR,
+    "ServiceQuotaExceededException": ErrorType.QUOTA_EXCEEDED,
+    "ServiceUnavailableException": ErrorType.SERVICE_UNAVAILABLE,
+    "ModelNotReadyException": ErrorType.SERVICE_UNAVAILABLE,  # the model is being loaded: retry later
+    "ResourceNotFoundException": ErrorType.MODEL_NOT_FOUND,
+    "AccessDeniedException": ErrorType.AUTHENTICATION_ERROR,
+    "UnrecognizedClientException": ErrorType.AUTHENTICATION_ERROR,
+    "InvalidSignatureException": ErrorType.AUTHENTICATION_ERROR,
+    "ExpiredTokenException": ErrorType.AUTHENTICATION_ERROR,
+    "IncompleteSignatureException": ErrorType.AUTHENTICATION_ERROR,
+    "ValidationException": ErrorType.INVALID_REQUEST,
+    "ModelTimeoutException": ErrorType.TIMEOUT_ERROR,
+    "ModelErrorException": ErrorType.UPSTREAM_ERROR,
+    "ModelStreamErrorException": ErrorType.UPSTREAM_ERROR,
+    "InternalServerException": ErrorType.UPSTREAM_ERROR,
+}
+
+_IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg", "image/gif": "gif",
+                  "image/webp": "webp"}
+
+
+def region_of(endpoint: Endpoint) -> str:
+    if endpoint.options.get("region"):
+        return str(endpoint.options["region"])
+    match = re.match(r"bedrock(?:-runtime)?(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com", urlsplit(endpoint.base_url).hostname or "")
+    return match.group(1) if match else DEFAULT_REGION
+
+
+def _image(img: ImagePart) -> dict[str, Any]:
+    data, media = img.data, img.media_type
+    if data is None:
+        match = re.match(r"data:([^;,]+);base64,(.*)", img.url or "", re.S)
+        if not match:
+            raise UpstreamError(ErrorType.INVALID_REQUEST, "Bedrock accepts only inline (base64) images, not image URLs")
+        media, data = match.group(1), match.group(2)
+    fmt = _IMAGE_FORMATS.get((media or "image/png").lower())
+    if fmt is None:
+        raise UpstreamError(ErrorType.INVALID_REQUEST, f"Bedrock does not accept images of type {media}")
+    return {"image": {"format": fmt, "source": {"bytes": data}}}
+
+
+def _input(arguments: str) -> Any:
+    try:
+        value = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return {}  # toolUse.input must be a JSON object
+    return value if isinstance(value, dict) else {}
+
+
+def _blocks(msg: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for part in msg.parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"text": part.text})
+        elif isinstance(part, ImagePart):
+            blocks.append(_image(part))
+        elif isinstance(part, ToolCall):
+            blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": _input(part.arguments)}})
+        elif isinstance(part, ToolResult):
+            content: list[dict[str, Any]] = []
+            for p in part.content:
+                content.append({"text": p.text} if isinstance(p, TextPart) else _image(p))
+            blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": ""}],
+                                          "status": "error" if part.is_error else "success"}})
+        elif isinstance(part, ThinkingPart) and part.signature and msg.role == "assistant":
+            # Only signed reasoning (produced by Bedrock's Claude models) can be replayed.
+            blocks.append({"reasoningContent": {"reasoningText": {"text": part.text, "signature": part.signature}}})
+    return blocks
+
+
+def build_body(req: ChatRequest) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = []
+    has_tool_blocks = False
+    for msg in req.messages:
+        blocks = _blocks(msg)
+        if not blocks:
+            continue
+        has_tool_blocks = has_tool_blocks or any("toolUse" in b or "toolResult" in b for b in blocks)
+        role = "assistant" if msg.role == "assistant" else "user"  # tool results ride in user turns
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)  # Converse wants roles to alternate
+        else:
+            messages.append({"role": role, "content": blocks})
+    body: dict[str, Any] = {"messages": messages}
+    if req.system:
+        body["system"] = [{"text": s} for s in req.system]
+    inference: dict[str, Any] = {}
+    for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
+        if value is not None:
+            inference[key] = value
+    if req.stop:
+        inference["stopSequences"] = req.stop
+    if inference:
+        body["inferenceConfig"] = inference
+    choice = req.tool_choice
+    if req.tools and (not choice or choice.mode != "none" or has_tool_blocks):
+        config: dict[str, Any] = {"tools": [
+            {"toolSpec": {"name": t.name, "description": t.description or t.name, "inputSchema": {"json": t.parameters}}}
+            for t in req.tools
+        ]}
+        if choice and choice.mode == "required":
+            config["toolChoice"] = {"any": {}}
+        elif choice and choice.mode == "tool" and choice.name:
+            config["toolChoice"] = {"tool": {"name": choice.name}}
+        elif choice and choice.mode == "auto":
+            config["toolChoice"] = {"auto": {}}
+        body["toolConfig"] = config
+    return body
+
+
+def _usage(usage: Mapping[str, Any] | None) -> Usage:
+    usage = usage or {}
+    cache_read = int(usage.get("cacheReadInputTokens") or 0)
+    cache_write = int(usage.get("cacheWriteInputTokens") or 0)
+    # inputTokens excludes cached tokens; the IR counts the whole prompt as input (chat-completions style).
+    return Usage(input_tokens=int(usage.get("inputTokens") or 0) + cache_read + cache_write,
+                 output_tokens=int(usage.get("outputTokens") or 0),
+                 cache_read_tokens=cache_read, cache_write_tokens=cache_write)
+
+
+def classify_bedrock(status: int, error_type: str, message: str, headers: Mapping[str, str]) -> UpstreamError:
+    kind = _ERRORS.get(error_type)
+    lowered = message.lower()
+    if kind is ErrorType.INVALID_REQUEST and "model identifier is invalid" in lowered:
+        kind = ErrorType.MODEL_NOT_FOUND
+    elif kind is ErrorType.RATE_LIMIT_ERROR and "per day" in lowered:
+        kind = ErrorType.QUOTA_EXCEEDED  # a daily token quota will not recover by backing off
+    if kind is None:
+        return classify_by_status(status, message, headers)
+    return UpstreamError(kind, message, status, retry_after_seconds(headers))
+
+
+class BedrockAdapter:
+    wire = "bedrock-converse"
+
+    def _sign(self, method: str, url: str, body: bytes | None, endpoint: Endpoint, service: str,
+              headers: dict[str, str]) -> dict[str, str]:
+        parts = endpoint.api_key.split(":")
+        if len(parts) == 1:
+            return {**headers, "authorization": f"Bearer {endpoint.api_key}"}
+        if len(parts) not in (2, 3) or not all(parts):
+            raise UpstreamError(ErrorType.AUTHENTICATION_ERROR,
+                                "Bedrock key must be ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] or an API key")
+        creds = Credentials(parts[0], parts[1], parts[2] if len(parts) == 3 else None)
+        aws = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
+        SigV4Auth(creds, service, region_of(endpoint)).add_auth(aws)
+        return {k.lower(): v for k, v in aws.headers.items()}
+
+    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        action = "converse-stream" if req.stream else "converse"
+        # Sign the URL exactly as aiohttp will put it on the wire (yarl turns %3A back into ":"):
+        # AWS canonicalises the path it receives, so both sides must start from the same bytes.
+        url = str(URL(f"{base}/model/{quote(upstream_model, safe='')}/{action}"))
+        body = orjson.dumps(build_body(req))
+        headers = {"content-type": "application/json",
+                   "accept": "application/vnd.amazon.eventstream" if req.stream else "application/json"}
+        return UpstreamRequest("POST", url, self._sign("POST", url, body, endpoint, "bedrock", headers), body)
+
+    def parse_response(self, body: bytes) -> ChatResponse:
+        data = orjson.loads(body)
+        parts: list[TextPart | ThinkingPart | ToolCall] = []
+        for block in ((data.get("output") or {}).get("message") or {}).get("content") or []:
+            if "text" in block:
+                parts.append(TextPart(block["text"]))
+            elif "toolUse" in block:
+                use = block["toolUse"]
+                parts.append(ToolCall(use.get("toolUseId", ""), use.get("name", ""),
+                                      orjson.dumps(use.get("input") or {}).decode()))
+            elif "reasoningContent" in block:
+                text = (block["reasoningContent"].get("reasoningText") or {})
+                parts.append(ThinkingPart(text.get("text", ""), text.get("signature")))
+        return ChatResponse(id="msg_bdrk_" + uuid.uuid4().hex[:24], model="", parts=parts,
+                            stop_reason=_STOP.get(data.get("stopReason", ""), "stop"), usage=_usage(data.get("usage")))
+
+    def stream_decoder(self) -> "BedrockStreamDecoder":
+        return BedrockStreamDecoder()
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        lowered = {k.lower(): v for k, v in headers.items()}
+        error_type = lowered.get("x-amzn-errortype", "").split(":", 1)[0]
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        message = str(data.get("message") or data.get("Message") or body.decode("utf-8", "replace")[:500] or f"HTTP {status}")
+        error_type = error_type or str(data.get("__type", "")).rsplit("#", 1)[-1]
+        return classify_bedrock(status, error_type, message, lowered)
+
+    def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
+        # The model catalogue is on the control-plane host (bedrock.{region}), not bedrock-runtime.
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/").replace("://bedrock-runtime.", "://bedrock.", 1)
+        url = f"{base}/foundation-models?byOutputModality=TEXT"
+        return UpstreamRequest("GET", url, self._sign("GET", url, None, endpoint, "bedrock", {"accept": "application/json"}))
+
+    def parse_models(self, body: bytes) -> list[str]:
+        return [m["modelId"] for m in orjson.loads(body).get("modelSummaries") or [] if "modelId" in m]
+
+
+class BedrockStreamDecoder:
+    """converse-stream event-stream frames → IR events.
+
+    Order upstream: messageStart, content blocks, messageStop (stop reason),
+    metadata (usage). StreamEnd is emitted on metadata; at EOF after
+    messageStop without metadata it is emitted without usage.
+    """
+
+    def __init__(self) -> None:
+        self._buffer = EventStreamBuffer()
+        self._started = False
+        self._ended = False
+        self._stop: StopReason | None = None
+        self._tools: dict[int, int] = {}  # contentBlockIndex → tool call index
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        if self._ended:
+            return out
+        self._buffer.add_data(chunk)
+        try:
+            for message in self._buffer:
+                self._on(message.headers, message.payload, out)
+                if self._ended:
+                    break
+        except ParserError as exc:
+            self._ended = True
+            out.append(StreamError(ErrorType.UPSTREAM_ERROR.value, f"Bedrock sent a malformed event stream: {exc}"))
+        return out
+
+    def close(self) -> list[StreamEvent]:
+        if self._ended:
+            return []
+        self._ended = True
+        if self._stop is not None:
+            return [StreamEnd(self._stop)]
+        return [StreamError(ErrorType.NETWORK_ERROR.value, "Bedrock stream ended before messageStop")]
+
+    def _on(self, headers: Mapping[str, Any], payload: bytes, out: list[StreamEvent]) -> None:
+        kind = headers.get(":message-type")
+        data = orjson.loads(payload) if payload else {}
+        if kind == "exception" or kind == "error":
+            name = str(headers.get(":exception-type") or headers.get(":error-code") or "")
+            name = name[:1].upper() + name[1:]  # stream exceptions are camelCase: throttlingException
+            message = str(data.get("message") or data.get("Message") or headers.get(":error-message") or name)
+            err = classify_bedrock(500, name, message, {})
+            self._ended = True
+            out.append(StreamError(err.error_type.value, err.message))
+            return
+        event = headers.get(":event-type")
+        if not self._started:
+            self._started = True
+            out.append(StreamStart("msg_bdrk_" + uuid.uuid4().hex[:24], ""))
+        if event == "contentBlockStart":
+            use = (data.get("start") or {}).get("toolUse")
+            if use:
+                index = self._tools[data.get("contentBlockIndex", 0)] = len(self._tools)
+                out.append(ToolCallStart(index, use.get("toolUseId", ""), use.get("name", "")))
+        elif event == "contentBlockDelta":
+            delta = data.get("delta") or {}
+            if "text" in delta:
+                if delta["text"]:
+                    out.append(TextDelta(delta["text"]))
+            elif "toolUse" in delta:
+                index = self._tools.get(data.get("contentBlockIndex", 0))
+                if index is not None and delta["toolUse"].get("input"):
+                    out.append(ToolCallDelta(index, delta["toolUse"]["input"]))
+            elif "reasoningContent" in delta:
+                reasoning = delta["reasoningContent"]
+                if reasoning.get("text") or reasoning.get("signature"):
+                    out.append(ThinkingDelta(reasoning.get("text", ""), reasoning.get("signature")))
+        elif event == "messageStop":
+            self._stop = _STOP.get(data.get("stopReason", ""), "stop")
+        elif event == "metadata":
+            self._ended = True
+            out.append(StreamEnd(self._stop or "stop", usage=_usage(data.get("usage"))))

@@ -1,0 +1,179 @@
+"""A fake AWS Bedrock runtime speaking the Converse API.
+
+- POST /model/{modelId}/converse (JSON) and /converse-stream (binary
+  application/vnd.amazon.eventstream frames, encoded here per AWS's framing:
+  prelude with lengths and CRC32, string headers, JSON payload, message CRC32).
+- GET /foundation-models (the control-plane listing, served on the same origin).
+- auth: the SigV4 signature is recomputed with botocore from the request's
+  own SignedHeaders and X-Amz-Date and compared, as AWS does; a Bedrock API
+  key is accepted as `Authorization: Bearer`. Errors carry `x-amzn-ErrorType`
+  and `{"message": ...}`.
+- The "model" echoes the last user text, or calls the first tool with
+  `tool_args` when tools are given and the last turn holds no toolResult.
+"""
+
+from __future__ import annotations
+
+import binascii
+import re
+import struct
+from typing import Any
+from urllib.parse import unquote
+
+import orjson
+from aiohttp import web
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+from tests.fakes.upstream_base import FakeUpstream, json_response
+
+
+def aws_error(status: int, error_type: str, message: str) -> web.Response:
+    return json_response({"message": message}, status,
+                         headers={"x-amzn-ErrorType": f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"})
+
+
+def _header(name: str, value: str) -> bytes:
+    raw_name, raw_value = name.encode(), value.encode()
+    return struct.pack("!B", len(raw_name)) + raw_name + struct.pack("!BH", 7, len(raw_value)) + raw_value
+
+
+def event_frame(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message."""
+    raw_headers = b"".join(_header(k, v) for k, v in headers.items())
+    total = 12 + len(raw_headers) + len(payload) + 4
+    prelude = struct.pack("!II", total, len(raw_headers))
+    prelude += struct.pack("!I", binascii.crc32(prelude) & 0xFFFFFFFF)
+    message = prelude + raw_headers + payload
+    return message + struct.pack("!I", binascii.crc32(message) & 0xFFFFFFFF)
+
+
+def event(event_type: str, data: dict[str, Any]) -> bytes:
+    return event_frame({":event-type": event_type, ":content-type": "application/json", ":message-type": "event"},
+                       orjson.dumps({**data, "p": "abcdefghijklmnopqrstuvwxyzABCDEFGH"}))
+
+
+def exception(exception_type: str, message: str) -> bytes:
+    return event_frame({":exception-type": exception_type, ":content-type": "application/json",
+                        ":message-type": "exception"}, orjson.dumps({"message": message}))
+
+
+class FakeBedrock(FakeUpstream):
+    def __init__(self, access_key: str = "AKIAFAKEEXAMPLE", secret_key: str = "fake/secret+key",
+                 region: str = "eu-west-1", api_key: str = "ABSKfakeBedrockApiKey",
+                 models: tuple[str, ...] = ("anthropic.claude-3-5-haiku-20241022-v1:0",)) -> None:
+        super().__init__()
+        self.access_key, self.secret_key, self.region, self.api_key = access_key, secret_key, region, api_key
+        self.models = list(models)
+        self.tool_args: dict[str, Any] = {"city": "Paris"}
+        self.stream_exception: tuple[str, str] | None = None  # (type, message) sent mid-stream instead of the end
+
+    @property
+    def base_url(self) -> str:
+        return self.origin
+
+    @property
+    def key(self) -> str:
+        return f"{self.access_key}:{self.secret_key}"
+
+    def routes(self, app: web.Application) -> None:
+        app.router.add_post("/model/{model_id}/{action}", self._invoke)
+        app.router.add_get("/foundation-models", self._list)
+
+    def _auth(self, request: web.Request, body: bytes) -> web.Response | None:
+        auth = request.headers.get("authorization", "")
+        if auth.startswith("Bearer "):
+            return None if auth[7:] == self.api_key else aws_error(403, "UnrecognizedClientException",
+                                                                 "The security token included in the request is invalid.")
+        match = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
+                         r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$", auth)
+        if not match:
+            return aws_error(403, "MissingAuthenticationTokenException", "Missing Authentication Token")
+        access, _day, region, service, signed, signature = match.groups()
+        if access != self.access_key:
+            return aws_error(403, "UnrecognizedClientException", "The security token included in the request is invalid.")
+        if region != self.region or service != "bedrock":
+            return aws_error(403, "InvalidSignatureException", "Credential should be scoped to a valid region.")
+        headers = {name: request.headers.get(name, "") for name in signed.split(";")}
+        # The raw (still percent-encoded) path: SigV4 encodes it once more, as AWS does.
+        url = f"{request.scheme}://{request.host}{request.raw_path}"
+        aws = AWSRequest(method=request.method, url=url, data=body, headers=headers)
+        aws.context["timestamp"] = headers.get("x-amz-date", "")
+        signer = SigV4Auth(Credentials(self.access_key, self.secret_key), "bedrock", self.region)
+        expected = signer.signature(signer.string_to_sign(aws, signer.canonical_request(aws)), aws)
+        if expected != signature:
+            return aws_error(403, "InvalidSignatureException",
+                             "The request signature we calculated does not match the signature you provided.")
+        return None
+
+    async def _list(self, request: web.Request) -> web.Response:
+        if (denied := self._auth(request, b"")) is not None:
+            return denied
+        return json_response({"modelSummaries": [
+            {"modelArn": f"arn:aws:bedrock:{self.region}::foundation-model/{m}", "modelId": m, "providerName": "Anthropic",
+             "inputModalities": ["TEXT", "IMAGE"], "outputModalities": ["TEXT"], "responseStreamingSupported": True,
+             "inferenceTypesSupported": ["ON_DEMAND"], "modelLifecycle": {"status": "ACTIVE"}}
+            for m in self.models]})
+
+    def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        last = body["messages"][-1]["content"]
+        results = [b["toolResult"] for b in last if "toolResult" in b]
+        tools = (body.get("toolConfig") or {}).get("tools") or []
+        if tools and not results:
+            name = tools[0]["toolSpec"]["name"]
+            choice = body["toolConfig"].get("toolChoice") or {}
+            if "tool" in choice:
+                name = choice["tool"]["name"]
+            return [{"toolUse": {"toolUseId": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", "name": name, "input": self.tool_args}}], "tool_use"
+        if results:
+            return [{"text": "Result: " + " ".join(c.get("text", "") for c in results[0]["content"])}], "end_turn"
+        text = " ".join(b["text"] for b in last if "text" in b)
+        images = sum(1 for b in last if "image" in b)
+        suffix = f" [{images} image(s)]" if images else ""
+        return [{"text": f"Echo: {text}{suffix}"}], "end_turn"
+
+    async def _invoke(self, request: web.Request) -> web.StreamResponse:
+        body_raw = await request.read()
+        if (denied := self._auth(request, body_raw)) is not None:
+            return denied
+        model_id = unquote(request.match_info["model_id"])
+        action = request.match_info["action"]
+        if action not in ("converse", "converse-stream"):
+            return aws_error(404, "UnknownOperationException", "")
+        if model_id not in self.models:
+            return aws_error(400, "ValidationException", "The provided model identifier is invalid.")
+        body = orjson.loads(body_raw)
+        if not body.get("messages") or body["messages"][0]["role"] != "user":
+            return aws_error(400, "ValidationException", "A conversation must start with a user message.")
+        roles = [m["role"] for m in body["messages"]]
+        if any(a == b for a, b in zip(roles, roles[1:])):
+            return aws_error(400, "ValidationException", "A conversation must alternate between user and assistant roles.")
+        content, stop = self._answer(body)
+        usage = {"inputTokens": len(body_raw) // 4, "outputTokens": max(1, len(orjson.dumps(content)) // 4)}
+        usage["totalTokens"] = usage["inputTokens"] + usage["outputTokens"]
+        if action == "converse":
+            return json_response({"output": {"message": {"role": "assistant", "content": content}},
+                                  "stopReason": stop, "usage": usage, "metrics": {"latencyMs": 321}})
+        frames = [event("messageStart", {"role": "assistant"})]
+        for index, block in enumerate(content):
+            if "toolUse" in block:
+                use = block["toolUse"]
+                frames.append(event("contentBlockStart", {"contentBlockIndex": index, "start": {
+                    "toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}}))
+                args = orjson.dumps(use["input"]).decode()
+                for i in range(0, len(args), 5):
+                    frames.append(event("contentBlockDelta", {"contentBlockIndex": index,
+                                                              "delta": {"toolUse": {"input": args[i : i + 5]}}}))
+            else:
+                words = block["text"].split(" ")
+                for i, word in enumerate(words):
+                    piece = word + (" " if i < len(words) - 1 else "")
+                    frames.append(event("contentBlockDelta", {"contentBlockIndex": index, "delta": {"text": piece}}))
+            frames.append(event("contentBlockStop", {"contentBlockIndex": index}))
+        if self.stream_exception:
+            frames.append(exception(*self.stream_exception))
+        else:
+            frames.append(event("messageStop", {"stopReason": stop}))
+            frames.append(event("metadata", {"usage": usage, "metrics": {"latencyMs": 321}}))
+        return await self.write_stream(request, frames, "application/vnd.amazon.eventstream", final_frames=2)

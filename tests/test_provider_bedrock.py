@@ -1,0 +1,213 @@
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    StreamEnd,
+    StreamError,
+    StreamStart,
+    TextDelta,
+    TextPart,
+    Tool,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallStart,
+    ToolChoice,
+    ToolResult,
+)
+from modelgate.providers.base import Endpoint
+from modelgate.providers.bedrock import BedrockAdapter, region_of
+from tests.fakes.bedrock_upstream import FakeBedrock, event_frame
+from tests.fakes.upstream_base import decode_stream, send
+
+adapter = BedrockAdapter()
+MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
+WEATHER = Tool("get_weather", "Weather", {"type": "object", "properties": {"city": {"type": "string"}}})
+
+
+@pytest.fixture
+async def fake():
+    f = await FakeBedrock().start()
+    yield f
+    await f.close()
+
+
+def endpoint(fake: FakeBedrock, key: str | None = None) -> Endpoint:
+    return Endpoint("p1:k1", 1, 1, "aws-bedrock", fake.base_url, key or fake.key, {"region": fake.region})
+
+
+def user(text: str) -> Message:
+    return Message("user", [TextPart(text)])
+
+
+async def test_signed_converse_request(fake):
+    req = ChatRequest("m", [user("hello bedrock")], system=["sys"], max_tokens=99, temperature=0.4, top_p=0.7,
+                      stop=["END"], seed=3, top_k=5)
+    up = adapter.build_request(req, MODEL, endpoint(fake))
+    assert up.url.endswith("/model/anthropic.claude-3-5-haiku-20241022-v1:0/converse")
+    assert up.headers["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={fake.access_key}/")
+    assert fake.secret_key not in str(up.headers)
+    status, _, body = await send(up)
+    assert status == 200, body
+    sent = fake.last.json()
+    assert sent == {"messages": [{"role": "user", "content": [{"text": "hello bedrock"}]}],
+                    "system": [{"text": "sys"}],
+                    "inferenceConfig": {"maxTokens": 99, "temperature": 0.4, "topP": 0.7, "stopSequences": ["END"]}}
+    resp = adapter.parse_response(body)
+    assert resp.parts == [TextPart("Echo: hello bedrock")] and resp.stop_reason == "stop"
+    assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0
+
+
+async def test_inference_profile_arn_is_signed_as_sent():
+    arn = "arn:aws:bedrock:eu-west-1:123456789012:inference-profile/eu.anthropic.claude-3-5-haiku-20241022-v1:0"
+    fake = await FakeBedrock(models=(arn,)).start()
+    try:
+        up = adapter.build_request(ChatRequest("m", [user("x")]), arn, endpoint(fake))
+        assert "/model/arn:aws:bedrock:eu-west-1:123456789012:inference-profile%2Feu.anthropic" in up.url
+        status, _, body = await send(up)
+        assert status == 200, body
+    finally:
+        await fake.close()
+
+
+async def test_session_token_and_api_key(fake):
+    up = adapter.build_request(ChatRequest("m", [user("x")]), MODEL, endpoint(fake, fake.key + ":SESSIONTOKEN"))
+    assert up.headers["x-amz-security-token"] == "SESSIONTOKEN"
+    status, _, _ = await send(adapter.build_request(ChatRequest("m", [user("x")]), MODEL, endpoint(fake, fake.api_key)))
+    assert status == 200 and fake.last.headers["authorization"] == f"Bearer {fake.api_key}"
+
+
+async def test_bad_credentials_are_authentication_errors(fake):
+    for key in (f"{fake.access_key}:wrong-secret", "AKIAOTHER:secret"):
+        status, headers, body = await send(adapter.build_request(ChatRequest("m", [user("x")]), MODEL, endpoint(fake, key)))
+        assert status == 403
+        err = adapter.classify_error(status, body, headers)
+        assert err.error_type is ErrorType.AUTHENTICATION_ERROR and "wrong-secret" not in err.message
+    with pytest.raises(UpstreamError):
+        adapter.build_request(ChatRequest("m", [user("x")]), MODEL, endpoint(fake, "a:b:c:d"))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+async def test_stream_event_frames_in_random_chunks(fake, seed):
+    req = ChatRequest("m", [user("one two three")], stream=True)
+    up = adapter.build_request(req, MODEL, endpoint(fake))
+    assert up.url.endswith("/converse-stream")
+    status, headers, body = await send(up)
+    assert status == 200 and headers["content-type"] == "application/vnd.amazon.eventstream"
+    events = decode_stream(adapter.stream_decoder(), body, seed)
+    assert isinstance(events[0], StreamStart)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Echo: one two three"
+    assert isinstance(events[-1], StreamEnd) and events[-1].stop_reason == "stop"
+    assert events[-1].usage.output_tokens > 0
+    assert sum(isinstance(e, (StreamEnd, StreamError)) for e in events) == 1
+
+
+async def test_cut_stream_is_an_error(fake):
+    fake.cut_stream = True
+    _, _, body = await send(adapter.build_request(ChatRequest("m", [user("a b")], stream=True), MODEL, endpoint(fake)))
+    events = decode_stream(adapter.stream_decoder(), body)
+    assert isinstance(events[-1], StreamError) and not any(isinstance(e, StreamEnd) for e in events)
+    # bytes cut inside a frame are also an error, not success
+    dec = adapter.stream_decoder()
+    dec.feed(body[:-3])
+    assert isinstance(dec.close()[-1], StreamError)
+
+
+async def test_exception_inside_stream(fake):
+    fake.stream_exception = ("throttlingException", "Too many requests, please wait before trying again.")
+    _, _, body = await send(adapter.build_request(ChatRequest("m", [user("a")], stream=True), MODEL, endpoint(fake)))
+    events = decode_stream(adapter.stream_decoder(), body, 3)
+    assert isinstance(events[-1], StreamError) and events[-1].error_type == "RATE_LIMIT_ERROR"
+
+
+async def test_tool_use_round_trip(fake):
+    req = ChatRequest("m", [user("weather?")], tools=[WEATHER], tool_choice=ToolChoice("tool", "get_weather"))
+    _, _, body = await send(adapter.build_request(req, MODEL, endpoint(fake)))
+    assert fake.last.json()["toolConfig"] == {
+        "tools": [{"toolSpec": {"name": "get_weather", "description": "Weather", "inputSchema": {"json": WEATHER.parameters}}}],
+        "toolChoice": {"tool": {"name": "get_weather"}}}
+    resp = adapter.parse_response(body)
+    call = resp.parts[0]
+    assert isinstance(call, ToolCall) and call.id == "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q"
+    assert orjson.loads(call.arguments) == {"city": "Paris"} and resp.stop_reason == "tool_calls"
+
+    history = [user("weather?"), Message("assistant", [call]),
+               Message("tool", [ToolResult(call.id, [TextPart("sunny")])]), user("thanks")]
+    status, _, body2 = await send(adapter.build_request(ChatRequest("m", history, tools=[WEATHER], tool_choice=ToolChoice("none")),
+                                                        MODEL, endpoint(fake)))
+    assert status == 200
+    sent = fake.last.json()
+    # the tool result and the following user text share one user turn; toolConfig stays (tool blocks present)
+    assert sent["messages"][2] == {"role": "user", "content": [
+        {"toolResult": {"toolUseId": call.id, "content": [{"text": "sunny"}], "status": "success"}}, {"text": "thanks"}]}
+    assert "toolConfig" in sent and "toolChoice" not in sent["toolConfig"]
+
+
+async def test_tool_use_stream(fake):
+    req = ChatRequest("m", [user("weather?")], tools=[WEATHER], stream=True)
+    _, _, body = await send(adapter.build_request(req, MODEL, endpoint(fake)))
+    events = decode_stream(adapter.stream_decoder(), body, 7)
+    start = next(e for e in events if isinstance(e, ToolCallStart))
+    assert start.index == 0 and start.name == "get_weather"
+    assert orjson.loads("".join(e.arguments for e in events if isinstance(e, ToolCallDelta))) == {"city": "Paris"}
+    assert events[-1].stop_reason == "tool_calls"
+
+
+async def test_images(fake):
+    msg = Message("user", [TextPart("look"), ImagePart(data="iVBORw0K", media_type="image/png")])
+    _, _, body = await send(adapter.build_request(ChatRequest("m", [msg]), MODEL, endpoint(fake)))
+    assert fake.last.json()["messages"][0]["content"][1] == {"image": {"format": "png", "source": {"bytes": "iVBORw0K"}}}
+    assert adapter.parse_response(body).parts == [TextPart("Echo: look [1 image(s)]")]
+    with pytest.raises(UpstreamError):
+        adapter.build_request(ChatRequest("m", [Message("user", [ImagePart(url="https://x/y.png")])]), MODEL, endpoint(fake))
+
+
+async def test_unknown_model(fake):
+    status, headers, body = await send(adapter.build_request(ChatRequest("m", [user("x")]), "nope.model-v1:0", endpoint(fake)))
+    assert status == 400
+    assert adapter.classify_error(status, body, headers).error_type is ErrorType.MODEL_NOT_FOUND
+
+
+@pytest.mark.parametrize(("status", "error_type", "message", "expected"), [
+    (429, "ThrottlingException", "Too many requests, please wait before trying again.", ErrorType.RATE_LIMIT_ERROR),
+    (429, "ThrottlingException", "Too many tokens per day, please wait before trying again.", ErrorType.QUOTA_EXCEEDED),
+    (503, "ServiceUnavailableException", "Bedrock is unable to process your request.", ErrorType.SERVICE_UNAVAILABLE),
+    (429, "ModelNotReadyException", "Model is not ready for inference.", ErrorType.SERVICE_UNAVAILABLE),
+    (404, "ResourceNotFoundException", "Model not found.", ErrorType.MODEL_NOT_FOUND),
+    (403, "AccessDeniedException", "You don't have access to the model with the specified model ID.", ErrorType.AUTHENTICATION_ERROR),
+    (400, "ValidationException", "messages.0.content: field required", ErrorType.INVALID_REQUEST),
+    (408, "ModelTimeoutException", "Model timed out.", ErrorType.TIMEOUT_ERROR),
+    (500, "InternalServerException", "Internal error.", ErrorType.UPSTREAM_ERROR),
+    (400, "ServiceQuotaExceededException", "Your request exceeds the service quota for your account.", ErrorType.QUOTA_EXCEEDED),
+])
+async def test_scripted_errors(fake, status, error_type, message, expected):
+    fake.fail_next(status, {"message": message}, headers={"x-amzn-ErrorType": f"{error_type}:http://internal.amazon.com/coral/com.amazon.bedrock/"})
+    s, headers, body = await send(adapter.build_request(ChatRequest("m", [user("x")]), MODEL, endpoint(fake)))
+    err = adapter.classify_error(s, body, headers)
+    assert err.error_type is expected and err.message == message
+
+
+async def test_models_listing(fake):
+    status, _, body = await send(adapter.models_request(endpoint(fake)))
+    assert status == 200 and fake.last.path == "/foundation-models"
+    assert adapter.parse_models(body) == [MODEL]
+    ep = Endpoint("e", 1, 1, "aws-bedrock", "https://bedrock-runtime.ap-northeast-1.amazonaws.com", "A:B")
+    assert adapter.models_request(ep).url.startswith("https://bedrock.ap-northeast-1.amazonaws.com/foundation-models")
+
+
+def test_region_resolution():
+    assert region_of(Endpoint("e", 1, 1, "aws-bedrock", "https://bedrock-runtime.us-west-2.amazonaws.com", "a:b")) == "us-west-2"
+    assert region_of(Endpoint("e", 1, 1, "aws-bedrock", "https://proxy.example", "a:b", {"region": "eu-central-1"})) == "eu-central-1"
+    assert region_of(Endpoint("e", 1, 1, "aws-bedrock", "https://proxy.example", "a:b")) == "us-east-1"
+
+
+def test_corrupt_frame_is_an_error():
+    frame = bytearray(event_frame({":event-type": "messageStart", ":message-type": "event"}, b'{"role":"assistant"}'))
+    frame[-1] ^= 0xFF  # break the message CRC
+    dec = adapter.stream_decoder()
+    assert isinstance(dec.feed(bytes(frame))[-1], StreamError)
