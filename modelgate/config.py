@@ -101,6 +101,7 @@ class Settings(BaseModel):
     data_dir: str = "./data"
     database_url: str | None = None  # None = SQLite file in data_dir
     redis_url: str | None = None
+    redis_prefix: str = "modelgate:"  # keeps deployments sharing one Redis apart
     encryption_key: str | None = None
     log_level: str = "INFO"
     catalog_file: str | None = None  # the admin's additions to the built-in plan catalog

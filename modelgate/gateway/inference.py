@@ -90,7 +90,7 @@ class InferenceHandler:
         client = scope.get("client")
         return client[0] if client else None
 
-    def authenticate(self, raw_key: bytes | None, ip: str | None) -> tuple[KeyEntry, AppEntry]:
+    async def authenticate(self, raw_key: bytes | None, ip: str | None) -> tuple[KeyEntry, AppEntry]:
         snapshot = self.rt.snapshot
         if snapshot.blacklist.blocks(ip):
             raise errors.access_denied("Calls from this IP address are not allowed")
@@ -102,7 +102,7 @@ class InferenceHandler:
         app = snapshot.apps.get(key.application_id)
         if app is None or not app.enabled:
             raise errors.unauthorized("The application of this API key is disabled")
-        wait = self.rt.limiter.take(key.id, key.rate_capacity, key.rate_refill_per_second)
+        wait = await self.rt.limiter.take(key.id, key.rate_capacity, key.rate_refill_per_second)
         if wait:
             raise errors.rate_limited("Rate limit exceeded for this API key", wait)
         return key, app
@@ -113,7 +113,7 @@ class InferenceHandler:
         trace_id = str(uuid.uuid4())
         headers = request_headers(scope)
         try:
-            _, app = self.authenticate(_bearer(headers), self.client_ip(scope, headers))
+            _, app = await self.authenticate(_bearer(headers), self.client_ip(scope, headers))
         except GatewayError as err:
             await send_error(send, err, ClientProtocol.CHAT, trace_id)
             return
@@ -137,7 +137,7 @@ class InferenceHandler:
         ctx: CallContext | None = None
         try:
             raw_key = _bearer(headers) if protocol is ClientProtocol.CHAT else headers.get(b"x-api-key")
-            key, app = self.authenticate(raw_key, ip)
+            key, app = await self.authenticate(raw_key, ip)
             record.api_key_id, record.application_id = key.id, app.id
             if protocol is ClientProtocol.MESSAGES:
                 _check_alt_version(headers)

@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 
 from modelgate.auth.crypto import SecretBox, load_encryption_key
-from modelgate.auth.ratelimit import TokenBucketLimiter
+from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
 from modelgate.routing.events import Clock
 from modelgate.gateway.upstream_checks import UpstreamChecks
@@ -26,6 +26,8 @@ from modelgate.storage.usage_writer import UsageWriter
 
 log = logging.getLogger("modelgate.runtime")
 
+CONFIG_CHANNEL = "config-changed"
+
 
 class Runtime:
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
@@ -36,13 +38,21 @@ class Runtime:
         self.connect_timeout = settings.upstream.connect_timeout_seconds
         self._refresh_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
+        self._publishing: set[asyncio.Task[Any]] = set()
         self._key_hashes: dict[bytes, str] = {}
 
     async def start(self) -> None:
         settings = self.settings
         self.box = SecretBox(load_encryption_key(settings))
         self.db = Database.from_settings(settings)
-        self.services = Services(self.db, self.box, settings, on_change=self.refresh_soon)
+        self.services = Services(self.db, self.box, settings, on_change=self.config_changed)
+        self.redis = None
+        if settings.redis_url:
+            import redis.asyncio as aioredis
+
+            self.redis = aioredis.from_url(settings.redis_url)
+            self.limiter = RedisTokenBucketLimiter(self.redis, settings.gateway.rate_limit,
+                                                   f"{settings.redis_prefix}bucket:")
         self.writer = UsageWriter(self.db, settings)
         self.writer.start()
         self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self)
@@ -60,6 +70,8 @@ class Runtime:
         self.checks = UpstreamChecks(self)
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="snapshot-refresh"))
+        if self.redis is not None:
+            self._tasks.append(asyncio.create_task(self._listen_for_changes(), name="config-changes"))
         if self.executor.lifecycle is not None:
             probe = ModelProbe(
                 self.executor.lifecycle,
@@ -77,6 +89,8 @@ class Runtime:
         await self.writer.stop()
         await self.http.close()
         await self.db.dispose()
+        if self.redis is not None:
+            await self.redis.aclose()
 
     def hash_key(self, raw: bytes) -> str:
         # Memoised: sha256 per call is cheap but the dict lookup is cheaper; bounded by the key count.
@@ -92,6 +106,34 @@ class Runtime:
 
     def refresh_soon(self) -> None:
         self._refresh_wanted.set()
+
+    def config_changed(self) -> None:
+        """A committed configuration change: reload here, and tell the other instances through Redis."""
+        self.refresh_soon()
+        if self.redis is not None:
+            task = asyncio.create_task(self._publish_change())
+            self._publishing.add(task)
+            task.add_done_callback(self._publishing.discard)
+
+    async def _publish_change(self) -> None:
+        try:
+            await self.redis.publish(self.settings.redis_prefix + CONFIG_CHANNEL, b"changed")
+        except Exception as exc:
+            log.warning("could not announce a configuration change through Redis: %r", exc)
+
+    async def _listen_for_changes(self) -> None:
+        while True:
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(self.settings.redis_prefix + CONFIG_CHANNEL)
+                    async for message in pubsub.listen():
+                        if message.get("type") == "message":
+                            self.refresh_soon()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the periodic refresh still runs; retry the subscription
+                log.warning("Redis subscription lost (%r); retrying in 5 s", exc)
+                await asyncio.sleep(5)
 
     async def _refresh_loop(self) -> None:
         interval = self.settings.gateway.cache_refresh_seconds

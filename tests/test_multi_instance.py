@@ -1,0 +1,70 @@
+"""Two gateway instances sharing one database and one Redis behave as one gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import httpx
+import pytest
+
+from tests.gateway_harness import GatewayHarness, harness_settings
+
+REDIS_URL = "redis://127.0.0.1:6379/0"
+
+
+@pytest.fixture
+async def redis_available():
+    import redis.asyncio as aioredis
+
+    client = aioredis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+    except Exception as exc:
+        pytest.skip(f"Redis at 127.0.0.1:6379 is not reachable: {exc}")
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def pair(tmp_path, redis_available):
+    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:")
+    settings.gateway.cache_refresh_seconds = 600.0  # only Redis can make the second instance notice changes
+    first = await GatewayHarness(settings).start()
+    second = await GatewayHarness(settings).start()
+    yield first, second
+    await second.stop()
+    await first.stop()
+
+
+async def post(instance: GatewayHarness, key: str) -> httpx.Response:
+    async with httpx.AsyncClient() as http:
+        return await http.post(f"{instance.url}/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                               json={"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
+
+
+async def test_token_bucket_is_shared_between_instances(pair, openai_upstream):
+    first, second = pair
+    wired = await first.wire(openai_upstream.base_url, ["gpt-test"], rate_capacity=3, rate_refill=0.001)
+    await second.runtime.refresh()
+    statuses = [(await post(instance, wired.key)).status_code for instance in (first, second, first, second)]
+    assert statuses == [200, 200, 200, 429]
+
+
+async def test_configuration_change_reaches_the_other_instance_through_redis(pair, openai_upstream):
+    first, second = pair
+    wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+    for _ in range(100):  # the new key reaches the second instance by pub/sub, not by its 600 s timer
+        if (await post(second, wired.key)).status_code == 200:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the second instance never saw the new key")
+    keys = await first.services.api_keys.list()
+    await first.services.api_keys.disable(keys[0].id)
+    for _ in range(100):
+        if (await post(second, wired.key)).status_code == 401:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the second instance kept accepting a disabled key")
