@@ -204,6 +204,10 @@ def markdown(results: dict[str, Any]) -> str:
                   "| # | function | own % | total % |", "|---|---|---|---|"]
         for i, row in enumerate(prof["self"][:10], 1):
             lines.append(f"| {i} | `{row['function']}` | {row['self_pct']:.1f} | {row['total_pct']:.1f} |")
+        if prof.get("modelgate_total"):
+            lines += ["", "modelgate's own functions by total time (including what they call):", "",
+                      "| function | total % |", "|---|---|"]
+            lines += [f"| `{row['function']}` | {row['total_pct']:.1f} |" for row in prof["modelgate_total"][:10]]
     lines.append("")
     return "\n".join(lines)
 
@@ -277,4 +281,7 @@ def collapsed_summary(text: str, top: int = 15) -> dict[str, Any]:
             for f, n in own.most_common(top)] if samples else []
     cumulative = [{"function": f, "total_pct": 100.0 * n / samples} for f, n in total.most_common(top)] \
         if samples else []
-    return {"samples": samples, "self": rows, "cumulative": cumulative}
+    # The project's own functions by total time: where to look first in modelgate's code.
+    ours = [{"function": f, "total_pct": 100.0 * n / samples} for f, n in total.most_common()
+            if "(modelgate/" in f and not f.startswith(("main (", "<module> (", "run ("))][:top] if samples else []
+    return {"samples": samples, "self": rows, "cumulative": cumulative, "modelgate_total": ours}
