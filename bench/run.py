@@ -220,6 +220,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-conversion", action="store_true", help="skip modelgate's conversion paths")
     parser.add_argument("--profile", action="store_true", help="py-spy profile of modelgate under load")
     parser.add_argument("--no-pin", action="store_true", help="do not pin processes to CPUs")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
+                        help="first wait up to this long for the 1-minute load average to drop below 1")
     parser.add_argument("--out-dir", type=Path, default=BENCH_DIR / "results")
     return parser
 
@@ -234,6 +236,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown targets: {', '.join(sorted(unknown))}")
 
     wrk_path = ensure_wrk()
+    deadline = time.monotonic() + args.wait_quiet
+    while os.getloadavg()[0] >= 1.0 and time.monotonic() < deadline:
+        print(f"waiting for a quiet machine (load average {os.getloadavg()[0]:.2f})", flush=True)
+        time.sleep(min(15.0, max(0.0, deadline - time.monotonic())))
     stamp = dt.datetime.now(dt.timezone.utc)
     run_dir = args.out_dir / "tmp" / stamp.strftime("%Y%m%dT%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
