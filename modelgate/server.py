@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
 import sys
+from pathlib import Path
 
 from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
 from modelgate.config import Settings
@@ -51,6 +54,12 @@ def run(settings: Settings) -> None:
             flush=True,
         )
     server = settings.server
+    if server.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        # Workers share metrics through files; stale files of an earlier run would be counted again.
+        metrics_dir = Path(settings.data_dir) / "prometheus"
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+        metrics_dir.mkdir(parents=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
     log.info("modelgate listening on %s:%s (%s, %s worker(s))", server.host, server.port,
              server.implementation, server.workers)
     if server.implementation == "granian":

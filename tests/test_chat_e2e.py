@@ -286,3 +286,19 @@ async def test_client_disconnect_cancels_upstream_stream(gateway, openai_upstrea
                 break  # read the first bytes, then hang up
     rows = await call_rows(gateway)
     assert rows[0].status == 499 and rows[0].error_code == "CLIENT_DISCONNECTED"
+
+
+async def test_metrics_count_calls_and_tokens(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    async with httpx.AsyncClient() as http:
+        before = (await http.get(f"{gateway.url}/metrics")).text
+        await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+        after = (await http.get(f"{gateway.url}/metrics")).text
+
+    def sample(text: str, name: str) -> float:
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+    assert sample(after, 'modelgate_calls_total{protocol="chat",status="200"}') == \
+        sample(before, 'modelgate_calls_total{protocol="chat",status="200"}') + 1
+    assert sample(after, 'modelgate_tokens_total{direction="input"}') == \
+        sample(before, 'modelgate_tokens_total{direction="input"}') + 1

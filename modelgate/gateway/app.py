@@ -9,6 +9,7 @@ from typing import Any
 from modelgate import errors
 from modelgate.config import Settings, load_settings
 from modelgate.errors import ClientProtocol
+from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
 from modelgate.gateway.runtime import Runtime
@@ -49,6 +50,9 @@ class GatewayApp:
                 return await self.inference.list_models(scope, receive, send)
             if path == "/healthz":
                 return await send_bytes(send, 200, b'{"status":"ok"}', str(uuid.uuid4()))
+            if path == "/metrics":
+                body, content_type = metrics.render()
+                return await send_bytes(send, 200, body, str(uuid.uuid4()), content_type.encode())
         if self.management is not None and not path.startswith(("/v1/", "/alt/")):
             return await self.management(scope, receive, send)
         protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT

@@ -18,6 +18,7 @@ import orjson
 
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType, GatewayError, UpstreamError
+from modelgate.gateway import metrics
 from modelgate.gateway.asgi import (
     SSE_HEADERS,
     ClientDisconnected,
@@ -176,6 +177,7 @@ class InferenceHandler:
         finally:
             record.latency_ms = (time.perf_counter() - started) * 1000.0
             self.rt.writer.record(record)
+            metrics.observe(record)
             if record.status == 200:
                 log.info(
                     "call trace_id=%s key=%s model=%s channel=%s status=%s tokens=%s/%s latency_ms=%.1f",
