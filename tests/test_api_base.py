@@ -6,15 +6,18 @@ Other tests/test_api_*.py files import the fixtures from here.
 from __future__ import annotations
 
 import logging
+import os
 import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 import httpx
 import pytest
+from argon2 import PasswordHasher
 from fastapi import FastAPI
 
 from modelgate.api import ManagementState, create_management_app
+from modelgate.auth import passwords
 from modelgate.catalog import load_catalog
 from modelgate.routing.breaker import BreakerRegistry
 from modelgate.services import Services
@@ -59,16 +62,20 @@ class Env:
     health_calls: list[int] = field(default_factory=list)
 
 
+_CATALOG = load_catalog(None) if "MODELGATE_CATALOG_FILE" not in os.environ else None
+
+
 @pytest.fixture
 async def api(database, secret_box, settings, monkeypatch) -> Env:
-    monkeypatch.delenv("MODELGATE_CATALOG_FILE", raising=False)
+    # Still argon2id, with parameters light enough for a test suite on 2 cores.
+    monkeypatch.setattr(passwords, "_hasher", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
     services = Services(database, secret_box, settings)
     admin = await services.users.create("admin", ADMIN_PASSWORD, "ADMIN")
     user = await services.users.create("alice", USER_PASSWORD, "USER")
     clock = WallClock()
     mono = MonoClock()
     state = ManagementState(
-        db=database, services=services, settings=settings, catalog=load_catalog(),
+        db=database, services=services, settings=settings, catalog=_CATALOG or load_catalog(None),
         breakers=BreakerRegistry(settings.gateway.breaker, mono), clock=clock,
     )
     outer = FastAPI()
