@@ -1,0 +1,356 @@
+// Providers (upstream accounts and their encrypted keys) and channels (the routes calls take).
+
+import { useState } from 'preact/hooks';
+import {
+  api, type Breaker, type Channel, type HealthCheck, type Provider, type ProviderKind,
+} from '../api';
+import { dateTime, ms } from '../format';
+import {
+  Badge, Button, Card, Confirm, Empty, Field, FormModal, Loader, PageHeader, StatusDot, Table, asApiError, errorText,
+  toast, useAction, useLoad,
+} from '../ui';
+
+interface Data {
+  providers: Provider[];
+  channels: Channel[];
+  kinds: ProviderKind[];
+}
+
+async function loadAll(): Promise<Data> {
+  const [providers, channels, kinds] = await Promise.all([
+    api.get<Provider[]>('/providers'),
+    api.get<Channel[]>('/channels'),
+    api.get<ProviderKind[]>('/providers/kinds'),
+  ]);
+  return { providers, channels, kinds };
+}
+
+type Dialog =
+  | { type: 'provider' }
+  | { type: 'key'; provider: Provider }
+  | { type: 'delete-provider'; provider: Provider }
+  | { type: 'channel' }
+  | { type: 'edit-channel'; channel: Channel }
+  | { type: 'delete-channel'; channel: Channel }
+  | null;
+
+export function ProvidersPage() {
+  const state = useLoad(loadAll, []);
+  const [dialog, setDialog] = useState<Dialog>(null);
+  const close = () => setDialog(null);
+  const done = (message: string) => {
+    toast(message);
+    close();
+    state.reload();
+  };
+
+  return (
+    <>
+      <PageHeader title="Providers & channels"
+        subtitle="A provider is an upstream account with its keys; a channel routes a set of models to a provider."
+        actions={<>
+          <Button icon="plus" onClick={() => setDialog({ type: 'provider' })}>Add provider</Button>
+          <Button variant="primary" icon="plus" onClick={() => setDialog({ type: 'channel' })}
+            disabled={!state.data?.providers.length}>Add channel</Button>
+        </>} />
+      <Loader state={state}>{(data) => (
+        <>
+          <ProvidersCard data={data} onDialog={setDialog} reload={state.reload} />
+          <ChannelsCard data={data} onDialog={setDialog} reload={state.reload} />
+        </>
+      )}</Loader>
+
+      {dialog?.type === 'provider' && state.data && (
+        <ProviderForm kinds={state.data.kinds} onClose={close} onDone={(p) => done(`Provider “${p.name}” added`)} />
+      )}
+      {dialog?.type === 'key' && (
+        <KeyForm provider={dialog.provider} onClose={close} onDone={() => done('Upstream key added')} />
+      )}
+      {dialog?.type === 'delete-provider' && (
+        <Confirm title="Delete provider" danger confirmText="Delete provider" onClose={close}
+          message={<>Delete <strong>{dialog.provider.name}</strong> and its stored keys? Channels using it must be deleted first.</>}
+          onConfirm={async () => {
+            try {
+              await api.del(`/providers/${dialog.provider.id}`);
+              done('Provider deleted');
+            } catch (err) {
+              toast(errorText(asApiError(err)), 'error');
+            }
+          }} />
+      )}
+      {dialog?.type === 'channel' && state.data && (
+        <ChannelForm providers={state.data.providers} onClose={close}
+          onDone={(c) => done(`Channel “${c.name}” added`)} />
+      )}
+      {dialog?.type === 'edit-channel' && state.data && (
+        <ChannelForm providers={state.data.providers} channel={dialog.channel} onClose={close}
+          onDone={(c) => done(`Channel “${c.name}” saved`)} />
+      )}
+      {dialog?.type === 'delete-channel' && (
+        <Confirm title="Delete channel" danger confirmText="Delete channel" onClose={close}
+          message={<>Delete <strong>{dialog.channel.name}</strong>? Applications lose access to its models.</>}
+          onConfirm={async () => {
+            try {
+              await api.del(`/channels/${dialog.channel.id}`);
+              done('Channel deleted');
+            } catch (err) {
+              toast(errorText(asApiError(err)), 'error');
+            }
+          }} />
+      )}
+    </>
+  );
+}
+
+// --- providers ------------------------------------------------------------------------------------
+
+function ProvidersCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Dialog) => void; reload: () => void }) {
+  const { run } = useAction();
+  const labels = new Map(data.kinds.map((k) => [k.kind, k.label]));
+  const toggle = (p: Provider) =>
+    run(() => api.patch(`/providers/${p.id}`, { enabled: !p.enabled }), p.enabled ? 'Provider disabled' : 'Provider enabled')
+      .then(reload);
+  return (
+    <Card title="Providers" flush>
+      <Table label="Providers" rows={data.providers} rowKey={(p) => p.id}
+        empty={<Empty title="No providers yet" hint="Add the upstream account your models come from."
+          action={<Button variant="primary" icon="plus" onClick={() => onDialog({ type: 'provider' })}>Add provider</Button>} />}
+        columns={[
+          { title: 'Name', render: (p) => <strong>{p.name}</strong> },
+          { title: 'Kind', render: (p) => <span title={p.kind}>{labels.get(p.kind) ?? p.kind}</span> },
+          { title: 'Base URL', render: (p) => <code class="truncate" title={p.baseUrl}>{p.baseUrl}</code> },
+          {
+            title: 'Upstream keys',
+            render: (p) => (p.keys.length
+              ? <div class="chips">{p.keys.map((k) => (
+                  <Badge key={k.id} tone={k.enabled ? 'blue' : 'gray'} title={k.label || undefined}>••••{k.hint}</Badge>
+                ))}</div>
+              : <span class="muted">none</span>),
+          },
+          { title: 'Status', render: (p) => <StatusDot on={p.enabled} /> },
+          {
+            title: '',
+            align: 'right',
+            render: (p) => (
+              <div class="row-actions">
+                <Button size="sm" onClick={() => onDialog({ type: 'key', provider: p })}>Add key</Button>
+                <Button size="sm" onClick={() => toggle(p)}>{p.enabled ? 'Disable' : 'Enable'}</Button>
+                <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete provider ${p.name}`}
+                  onClick={() => onDialog({ type: 'delete-provider', provider: p })} />
+              </div>
+            ),
+          },
+        ]} />
+    </Card>
+  );
+}
+
+function ProviderForm({ kinds, onClose, onDone }: { kinds: ProviderKind[]; onClose: () => void;
+  onDone: (p: Provider) => void }) {
+  const [kind, setKind] = useState(kinds[0]?.kind ?? '');
+  const [name, setName] = useState('');
+  const [baseUrl, setBaseUrl] = useState('');
+  const [key, setKey] = useState('');
+  const info = kinds.find((k) => k.kind === kind);
+  return (
+    <FormModal title="Add provider" submitText="Add provider" onClose={onClose} onSubmit={async () => {
+      const created = await api.post<Provider>('/providers', {
+        name: name.trim(),
+        kind,
+        baseUrl: baseUrl.trim() || null,
+        keys: key ? [key] : [],
+      });
+      onDone(created);
+    }}>
+      <Field label="Kind" hint={info && <a href={info.docsUrl} target="_blank" rel="noreferrer">API reference</a>}>
+        <select name="kind" value={kind} onChange={(e) => setKind(e.currentTarget.value)}>
+          {kinds.map((k) => <option key={k.kind} value={k.kind}>{k.label}</option>)}
+        </select>
+      </Field>
+      <Field label="Name">
+        <input name="name" required value={name} placeholder={`e.g. ${kind}-main`}
+          onInput={(e) => setName(e.currentTarget.value)} />
+      </Field>
+      <Field label="Base URL" wide hint={info?.defaultBaseUrl ? 'Leave empty for the public endpoint.' : 'Required for this kind.'}>
+        <input name="baseUrl" type="url" value={baseUrl} required={!info?.defaultBaseUrl}
+          placeholder={info?.defaultBaseUrl ?? 'https://host/v1'} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
+      </Field>
+      <Field label="Upstream API key" wide
+        hint={info?.keyRequired ? 'Stored encrypted; only its last 4 characters are ever shown.' : 'Optional for this kind. Stored encrypted.'}>
+        <input name="upstreamKey" type="password" autoComplete="off" value={key} required={info?.keyRequired}
+          onInput={(e) => setKey(e.currentTarget.value)} />
+      </Field>
+    </FormModal>
+  );
+}
+
+function KeyForm({ provider, onClose, onDone }: { provider: Provider; onClose: () => void; onDone: () => void }) {
+  const [key, setKey] = useState('');
+  const [label, setLabel] = useState('');
+  return (
+    <FormModal title={`Add key to ${provider.name}`} submitText="Add key" onClose={onClose} onSubmit={async () => {
+      await api.post(`/providers/${provider.id}/keys`, { key, label: label.trim() });
+      onDone();
+    }}>
+      <Field label="Upstream API key" wide hint="Several keys on one provider fail over to each other.">
+        <input name="key" type="password" autoComplete="off" required value={key} onInput={(e) => setKey(e.currentTarget.value)} />
+      </Field>
+      <Field label="Label" wide>
+        <input name="label" value={label} placeholder="optional, e.g. billing account" onInput={(e) => setLabel(e.currentTarget.value)} />
+      </Field>
+    </FormModal>
+  );
+}
+
+// --- channels -------------------------------------------------------------------------------------
+
+const BREAKER_TONE: Record<Breaker['state'], 'green' | 'red' | 'amber' | 'gray'> = {
+  CLOSED: 'green', OPEN: 'red', HALF_OPEN: 'amber', UNKNOWN: 'gray',
+};
+
+function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Dialog) => void; reload: () => void }) {
+  const { run } = useAction();
+  const [checks, setChecks] = useState<Record<number, HealthCheck | 'running' | { error: string }>>({});
+
+  const check = async (c: Channel) => {
+    setChecks((all) => ({ ...all, [c.id]: 'running' }));
+    try {
+      const result = await api.post<HealthCheck>(`/channels/${c.id}/health-check`);
+      setChecks((all) => ({ ...all, [c.id]: result }));
+    } catch (err) {
+      setChecks((all) => ({ ...all, [c.id]: { error: errorText(asApiError(err)) } }));
+    }
+    reload();  // a check moves breakers
+  };
+  const recover = (c: Channel) =>
+    run(() => api.post(`/channels/${c.id}/breaker/recover`), 'Breakers forced closed; calls flow again').then(reload);
+  const toggle = (c: Channel) =>
+    run(() => api.post(`/channels/${c.id}/${c.enabled ? 'disable' : 'enable'}`), c.enabled ? 'Channel disabled' : 'Channel enabled')
+      .then(reload);
+
+  return (
+    <Card title="Channels" flush>
+      <Table label="Channels" rows={data.channels} rowKey={(c) => c.id}
+        empty={<Empty title="No channels yet" hint="A channel decides which models a provider serves, at what priority."
+          action={data.providers.length > 0 &&
+            <Button variant="primary" icon="plus" onClick={() => onDialog({ type: 'channel' })}>Add channel</Button>} />}
+        columns={[
+          {
+            title: 'Channel',
+            render: (c) => (
+              <div class="stack">
+                <strong>{c.name}</strong>
+                <span class="muted small">#{c.id} · {c.providerName}</span>
+              </div>
+            ),
+          },
+          {
+            title: 'Models',
+            render: (c) => (
+              <div class="chips">
+                {c.models.map((m) => (
+                  <Badge key={m.id} tone={m.state === 'ACTIVE' ? 'violet' : m.state === 'DEPRECATED' ? 'amber' : 'gray'}
+                    title={`${m.upstreamModel} · ${m.state}`}>{m.modelId}{m.state !== 'ACTIVE' ? ` · ${m.state.toLowerCase()}` : ''}</Badge>
+                ))}
+                {c.models.length === 0 && <span class="muted">none</span>}
+              </div>
+            ),
+          },
+          { title: 'Priority', align: 'right', render: (c) => c.priority },
+          { title: 'Weight', align: 'right', render: (c) => c.weight },
+          { title: 'Status', render: (c) => <StatusDot on={c.enabled} /> },
+          {
+            title: 'Breakers',
+            render: (c) => (
+              <div class="stack">
+                {c.breakers.map((b) => (
+                  <span key={b.endpointId} class="breaker" title={b.openedAt ? `opened ${dateTime(b.openedAt)}` : undefined}>
+                    <Badge tone={BREAKER_TONE[b.state]}>{b.state.replace('_', '-')}</Badge>
+                    <span class="muted small">{b.keyHint ? `••••${b.keyHint}` : b.endpointId}
+                      {b.failures ? ` · ${b.failures} failures` : ''}
+                      {b.retryAfterSeconds ? ` · retry in ${Math.ceil(b.retryAfterSeconds)} s` : ''}</span>
+                  </span>
+                ))}
+                {c.breakers.length === 0 && <span class="muted small">no usable key</span>}
+              </div>
+            ),
+          },
+          { title: 'Health', render: (c) => <HealthResult result={checks[c.id]} /> },
+          {
+            title: '',
+            align: 'right',
+            render: (c) => {
+              const tripped = c.breakers.some((b) => b.state === 'OPEN' || b.state === 'HALF_OPEN');
+              return (
+                <div class="row-actions">
+                  <Button size="sm" icon="pulse" busy={checks[c.id] === 'running'} onClick={() => check(c)}>Check</Button>
+                  <Button size="sm" variant={tripped ? 'danger' : 'secondary'} disabled={!tripped}
+                    title={tripped ? 'Close the breakers now instead of waiting for recovery' : 'All breakers are closed'}
+                    onClick={() => recover(c)}>Force recovery</Button>
+                  <Button size="sm" onClick={() => toggle(c)}>{c.enabled ? 'Disable' : 'Enable'}</Button>
+                  <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'edit-channel', channel: c })}>Edit</Button>
+                  <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete channel ${c.name}`}
+                    onClick={() => onDialog({ type: 'delete-channel', channel: c })} />
+                </div>
+              );
+            },
+          },
+        ]} />
+    </Card>
+  );
+}
+
+function HealthResult({ result }: { result: HealthCheck | 'running' | { error: string } | undefined }) {
+  if (result === undefined) return <span class="muted small">not checked</span>;
+  if (result === 'running') return <span class="muted small">checking…</span>;
+  if ('error' in result) return <Badge tone="red" title={result.error}>check failed</Badge>;
+  const detail = result.endpoints.map((e) => `${e.endpointId}: ${e.ok ? 'ok' : e.errorType} ${ms(e.latencyMs)}`).join('\n');
+  return (
+    <span class="stack health" title={detail} data-testid={`health-${result.channelId}`}>
+      <Badge tone={result.ok ? 'green' : 'red'}>{result.ok ? 'Healthy' : result.errorType ?? 'Unhealthy'}</Badge>
+      <span class="muted small">{ms(result.latencyMs)}{result.model ? ` · ${result.model}` : ''}</span>
+      {!result.ok && result.message && <span class="small error-text">{result.message}</span>}
+    </span>
+  );
+}
+
+function ChannelForm({ providers, channel, onClose, onDone }: { providers: Provider[]; channel?: Channel;
+  onClose: () => void; onDone: (c: Channel) => void }) {
+  const [name, setName] = useState(channel?.name ?? '');
+  const [providerId, setProviderId] = useState(channel?.providerId ?? providers[0]?.id ?? 0);
+  const [models, setModels] = useState(channel?.models.map((m) => m.modelId).join(', ') ?? '');
+  const [priority, setPriority] = useState(String(channel?.priority ?? 0));
+  const [weight, setWeight] = useState(String(channel?.weight ?? 1));
+  const modelList = () => models.split(/[\s,]+/).map((m) => m.trim()).filter(Boolean);
+
+  return (
+    <FormModal title={channel ? `Edit ${channel.name}` : 'Add channel'} submitText={channel ? 'Save' : 'Add channel'}
+      onClose={onClose} onSubmit={async () => {
+        const fields = { name: name.trim(), providerId, priority: Number(priority), weight: Number(weight) };
+        if (channel) {
+          await api.patch(`/channels/${channel.id}`, fields);
+          onDone(await api.put<Channel>(`/channels/${channel.id}/models`, { models: modelList() }));
+        } else {
+          onDone(await api.post<Channel>('/channels', { ...fields, models: modelList() }));
+        }
+      }}>
+      <Field label="Name">
+        <input name="name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </Field>
+      <Field label="Provider">
+        <select name="providerId" value={providerId} onChange={(e) => setProviderId(Number(e.currentTarget.value))}>
+          {providers.map((p) => <option key={p.id} value={p.id}>{p.name}</option>)}
+        </select>
+      </Field>
+      <Field label="Models" wide hint="Model ids callers use, separated by commas or spaces.">
+        <input name="models" value={models} placeholder="gpt-4o-mini, gpt-4o" onInput={(e) => setModels(e.currentTarget.value)} />
+      </Field>
+      <Field label="Priority" hint="Lower is tried first; higher priorities are failover targets.">
+        <input name="priority" type="number" required value={priority} onInput={(e) => setPriority(e.currentTarget.value)} />
+      </Field>
+      <Field label="Weight" hint="Share of calls among channels of the same priority.">
+        <input name="weight" type="number" min={1} required value={weight} onInput={(e) => setWeight(e.currentTarget.value)} />
+      </Field>
+    </FormModal>
+  );
+}
