@@ -9,7 +9,7 @@ import logging
 import os
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -30,7 +30,7 @@ class WallClock:
     """A settable UTC wall clock for sessions, throttling and "today"."""
 
     def __init__(self) -> None:
-        self.now = datetime(2026, 5, 20, 12, 0, tzinfo=timezone.utc)
+        self.now = datetime(2026, 5, 20, 12, 0, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -112,7 +112,7 @@ def assert_envelope_error(r: httpx.Response, status: int, code: str) -> None:
     assert body["traceId"] == r.headers["x-trace-id"]
     uuid.UUID(body["traceId"])
     assert body["timestamp"].endswith("Z")
-    datetime.fromisoformat(body["timestamp"].replace("Z", "+00:00"))
+    datetime.fromisoformat(body["timestamp"])
 
 
 def assert_short(r: httpx.Response, status: int, code: str) -> None:

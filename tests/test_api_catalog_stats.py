@@ -9,7 +9,10 @@ import pytest
 from modelgate.catalog import CatalogError, load_catalog
 from modelgate.providers.registry import KINDS
 from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
-from tests.test_api_base import Env, api, as_admin, as_user, assert_envelope_error  # noqa: F401
+from tests import test_api_base as base
+from tests.test_api_base import Env, as_admin, as_user, assert_envelope_error
+
+api = base.api  # the shared fixture
 
 ALL_KINDS = {
     "openai", "openai-compatible", "azure-openai", "anthropic", "gemini", "aws-bedrock", "cohere", "mistral",

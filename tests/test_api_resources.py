@@ -7,16 +7,18 @@ from modelgate.auth.keys import hash_api_key
 from modelgate.errors import ErrorType, UpstreamError, not_found
 from modelgate.routing.breaker import BreakerState
 from modelgate.storage.usage_writer import CallRecord, UsageWriter
-from tests.test_api_base import (  # noqa: F401
+from tests import test_api_base as base
+from tests.test_api_base import (
     USER_PASSWORD,
     Env,
-    api,
     as_admin,
     as_user,
     assert_envelope_error,
     assert_short,
     login,
 )
+
+api = base.api  # the shared fixture
 
 UPSTREAM_SECRET = "sk-upstream-very-secret-9876"
 

@@ -3,4 +3,4 @@
 from modelgate.api.app import API_PREFIX, create_management_app
 from modelgate.api.state import EndpointCheck, HealthCheckResult, ManagementState
 
-__all__ = ["API_PREFIX", "create_management_app", "ManagementState", "HealthCheckResult", "EndpointCheck"]
+__all__ = ["API_PREFIX", "EndpointCheck", "HealthCheckResult", "ManagementState", "create_management_app"]

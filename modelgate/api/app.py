@@ -11,8 +11,21 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from modelgate.api.envelope import ErrorEnvelope, ShortError, TraceMiddleware, install_error_handlers
-from modelgate.api.routes import applications, auth, channels, models, observe, providers, users
+from modelgate.api.envelope import (
+    ErrorEnvelope,
+    ShortError,
+    TraceMiddleware,
+    install_error_handlers,
+)
+from modelgate.api.routes import (
+    applications,
+    auth,
+    channels,
+    models,
+    observe,
+    providers,
+    users,
+)
 from modelgate.api.state import ManagementState
 from modelgate.services.catalog import CatalogService
 from modelgate.services.events import EventService

@@ -38,7 +38,7 @@ class UserOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, u: views.UserView) -> "UserOut":
+    def of(cls, u: views.UserView) -> UserOut:
         return cls(id=u.id, username=u.username, role=u.role, enabled=u.enabled, createdAt=u.created_at)
 
 
@@ -74,7 +74,7 @@ class ApplicationOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, a: views.ApplicationView) -> "ApplicationOut":
+    def of(cls, a: views.ApplicationView) -> ApplicationOut:
         return cls(id=a.id, name=a.name, description=a.description, timeout=a.timeout_seconds, enabled=a.enabled,
                    ownerId=a.owner_id, channelIds=list(a.channel_ids), createdAt=a.created_at)
 
@@ -111,7 +111,7 @@ class ApiKeyOut(BaseModel):
     lastUsedAt: datetime | None
 
     @classmethod
-    def of(cls, k: views.ApiKeyView) -> "ApiKeyOut":
+    def of(cls, k: views.ApiKeyView) -> ApiKeyOut:
         return cls(id=k.id, applicationId=k.application_id, name=k.name, prefix=k.prefix, status=k.status,
                    rateCapacity=k.rate_capacity, rateRefillPerSecond=k.rate_refill_per_second,
                    createdAt=k.created_at, lastUsedAt=k.last_used_at)
@@ -152,7 +152,7 @@ class ProviderKeyOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, k: views.ProviderKeyView) -> "ProviderKeyOut":
+    def of(cls, k: views.ProviderKeyView) -> ProviderKeyOut:
         return cls(id=k.id, label=k.label, hint=k.hint, enabled=k.enabled, createdAt=k.created_at)
 
 
@@ -167,7 +167,7 @@ class ProviderOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, p: views.ProviderView) -> "ProviderOut":
+    def of(cls, p: views.ProviderView) -> ProviderOut:
         return cls(id=p.id, name=p.name, kind=p.kind, baseUrl=p.base_url, options=p.options, enabled=p.enabled,
                    keys=[ProviderKeyOut.of(k) for k in p.keys], createdAt=p.created_at)
 
@@ -228,7 +228,7 @@ class ModelInstanceOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, mi: views.ModelInstanceView) -> "ModelInstanceOut":
+    def of(cls, mi: views.ModelInstanceView) -> ModelInstanceOut:
         return cls(id=mi.id, channelId=mi.channel_id, modelId=mi.model_id, upstreamModel=mi.upstream_model,
                    ownedBy=mi.owned_by, capabilities=mi.capabilities, state=mi.state,
                    stateChangedAt=mi.state_changed_at, createdAt=mi.created_at)
@@ -322,7 +322,7 @@ class BlacklistOut(BaseModel):
     createdAt: datetime
 
     @classmethod
-    def of(cls, e: views.BlacklistEntryView) -> "BlacklistOut":
+    def of(cls, e: views.BlacklistEntryView) -> BlacklistOut:
         return cls(id=e.id, cidr=e.cidr, reason=e.reason, createdAt=e.created_at)
 
 
@@ -353,7 +353,7 @@ class CallLogOut(BaseModel):
     clientIp: str | None
 
     @classmethod
-    def of(cls, r: views.CallLogView) -> "CallLogOut":
+    def of(cls, r: views.CallLogView) -> CallLogOut:
         return cls(id=r.id, traceId=r.trace_id, createdAt=r.created_at, keyId=r.api_key_id,
                    applicationId=r.application_id, channelId=r.channel_id, providerKind=r.provider_kind,
                    protocol=r.protocol, model=r.model, stream=r.stream, status=r.status, errorCode=r.error_code,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from modelgate.catalog import Catalog
@@ -43,16 +43,16 @@ HealthCheck = Callable[[int], Awaitable[HealthCheckResult]]
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 @dataclass(slots=True)
 class ManagementState:
     db: Database
-    services: "Services"
+    services: Services
     settings: Settings
     catalog: Catalog
-    breakers: "BreakerRegistry | None" = None  # None: breaker state is reported as unknown
+    breakers: BreakerRegistry | None = None  # None: breaker state is reported as unknown
     health_check: HealthCheck | None = None  # None: POST /channels/{id}/health-check answers 503
     clock: Callable[[], datetime] = utc_now  # wall clock (UTC); tests move it by hand
     session_ttl_seconds: float = 12 * 3600.0

@@ -63,7 +63,7 @@ class Plan(_Strict):
     models: list[ModelPrice] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _derivation(self) -> "Plan":
+    def _derivation(self) -> Plan:
         if (self.derivedFrom is None) != (self.priceFactor is None):
             raise ValueError("derivedFrom and priceFactor go together")
         return self

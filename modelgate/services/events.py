@@ -32,7 +32,7 @@ class EventView:
     detail: str
 
     @classmethod
-    def of(cls, e: ResilienceEvent) -> "EventView":
+    def of(cls, e: ResilienceEvent) -> EventView:
         return cls(e.id, as_utc(e.created_at), e.event_type, e.trace_id, e.channel_id, e.endpoint, e.model,
                    e.error_type, e.detail)
 

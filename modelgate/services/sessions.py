@@ -12,7 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, select
 
@@ -46,7 +46,7 @@ class SessionService:
         self.ttl = timedelta(seconds=ttl_seconds)
 
     def _now(self) -> datetime:
-        return self.clock().astimezone(timezone.utc)
+        return self.clock().astimezone(UTC)
 
     async def create(self, user_id: int) -> NewSession:
         token = secrets.token_urlsafe(32)

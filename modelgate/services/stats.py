@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from sqlalchemy import Date, case, cast, func, select
 
 from modelgate.catalog import Catalog
 from modelgate.errors import validation_error
-from modelgate.storage.db import Database
 from modelgate.services.views import CallLogView, Page
+from modelgate.storage.db import Database
 from modelgate.storage.models import CallLog, ModelInstance
 
 MAX_DAYS = 366
@@ -31,7 +31,7 @@ def _round(amounts: dict[str, float]) -> dict[str, float]:
 
 
 class _Totals:
-    __slots__ = ("requests", "errors", "prompt", "completion", "cost", "unpriced")
+    __slots__ = ("completion", "cost", "errors", "prompt", "requests", "unpriced")
 
     def __init__(self) -> None:
         self.requests = self.errors = self.prompt = self.completion = 0
@@ -54,10 +54,10 @@ class StatsService:
         self.clock = clock
 
     def _today(self) -> date:
-        return self.clock().astimezone(timezone.utc).date()
+        return self.clock().astimezone(UTC).date()
 
     def _bound(self, day: date) -> datetime:
-        start = datetime.combine(day, time.min, tzinfo=timezone.utc)
+        start = datetime.combine(day, time.min, tzinfo=UTC)
         # SQLite keeps UTC datetimes without an offset; compare like with like.
         return start.replace(tzinfo=None) if self.db.is_sqlite else start
 
@@ -199,5 +199,5 @@ class StatsService:
             return Page([CallLogView.of(r) for r in rows.all()], int(total or 0), limit, offset)
 
     def _instant(self, value: datetime) -> datetime:
-        value = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-        return value.astimezone(timezone.utc).replace(tzinfo=None) if self.db.is_sqlite else value
+        value = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).replace(tzinfo=None) if self.db.is_sqlite else value

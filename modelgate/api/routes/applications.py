@@ -9,7 +9,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from modelgate.api.deps import Admin, Session, State, is_admin, owned_application_ids, visible_application
+from modelgate.api.deps import (
+    Admin,
+    Session,
+    State,
+    is_admin,
+    owned_application_ids,
+    visible_application,
+)
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
     ApiKeyCreateIn,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -55,7 +55,7 @@ def breakers_of(mg: ManagementState, provider: ProviderView) -> list[BreakerOut]
             out.append(BreakerOut(endpointId=endpoint_id, keyHint=hint, state="CLOSED", failures=0, openedAt=None,
                                   retryAfterSeconds=None))
         else:
-            opened = datetime.fromtimestamp(status.opened_at, timezone.utc) if status.opened_at else None
+            opened = datetime.fromtimestamp(status.opened_at, UTC) if status.opened_at else None
             out.append(BreakerOut(endpointId=endpoint_id, keyHint=hint, state=status.state.value,
                                   failures=status.failures, openedAt=opened, retryAfterSeconds=status.retry_after))
     return out

@@ -7,7 +7,13 @@ from starlette.responses import Response
 
 from modelgate.api.deps import Admin, State
 from modelgate.api.envelope import Envelope, ok
-from modelgate.api.schemas import BlacklistIn, BlacklistOut, ModelInstanceOut, ModelState, ModelUpdateIn
+from modelgate.api.schemas import (
+    BlacklistIn,
+    BlacklistOut,
+    ModelInstanceOut,
+    ModelState,
+    ModelUpdateIn,
+)
 
 router = APIRouter(prefix="/models", tags=["models"])
 blacklist_router = APIRouter(prefix="/ip-blacklist", tags=["ip-blacklist"])
