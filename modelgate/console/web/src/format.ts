@@ -39,8 +39,10 @@ export function price(perMillion: number, currency: string): string {
 export function dateTime(iso: string | null | undefined): string {
   if (!iso) return '—';
   const d = new Date(iso);
+  const thisYear = d.getFullYear() === new Date().getFullYear();
   return d.toLocaleString('en-GB', {
-    year: 'numeric', month: 'short', day: '2-digit', hour: '2-digit', minute: '2-digit', second: '2-digit',
+    year: thisYear ? undefined : 'numeric', month: 'short', day: '2-digit',
+    hour: '2-digit', minute: '2-digit', second: '2-digit',
   });
 }
 

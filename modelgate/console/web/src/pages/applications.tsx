@@ -87,7 +87,7 @@ export function ApplicationsPage() {
       {dialog?.type === 'created' && <NewKeyDialog created={dialog.created} onClose={close} />}
       {dialog?.type === 'delete-key' && (
         <Confirm title="Delete key" danger confirmText="Delete key" onClose={close}
-          message={<>Delete key <code>{dialog.key.prefix}…</code>? It can never authenticate again; this cannot be undone.</>}
+          message={<>Delete key <code>{dialog.key.prefix}</code>? It can never authenticate again; this cannot be undone.</>}
           onConfirm={async () => {
             try {
               await api.del(`/keys/${dialog.key.id}`);
@@ -215,7 +215,7 @@ function KeysCard({ app, onDialog }: { app: Application; onDialog: (d: Dialog) =
         <Table label="Keys" rows={list} rowKey={(k) => k.id}
           empty={<Empty title="No keys yet" hint="Create a key and give it to the service that calls the gateway." />}
           columns={[
-            { title: 'Key', render: (k) => <code>{k.prefix}…</code> },
+            { title: 'Key', render: (k) => <code>{k.prefix}</code> },
             { title: 'Name', render: (k) => k.name || <span class="muted">—</span> },
             { title: 'Status', render: (k) => <Badge tone={KEY_TONE[k.status]}>{k.status.toLowerCase()}</Badge> },
             {

@@ -47,7 +47,7 @@ export function CallLogPage() {
         <form class="filter-bar" onSubmit={apply}>
           <select aria-label="Key" value={draft.keyId} onChange={set('keyId')}>
             <option value="">All keys</option>
-            {(keys.data ?? []).map((k) => <option key={k.id} value={k.id}>{k.prefix}… {k.name}</option>)}
+            {(keys.data ?? []).map((k) => <option key={k.id} value={k.id}>{k.prefix} {k.name}</option>)}
           </select>
           <input aria-label="Model" placeholder="Model" value={draft.model} onInput={set('model')} />
           <select aria-label="Status" value={draft.status} onChange={set('status')}>
@@ -81,7 +81,7 @@ export function CallLogPage() {
                     </div>
                   ),
                 },
-                { title: 'Key', render: (c) => (c.keyId ? <code>{prefixes.get(c.keyId) ?? `#${c.keyId}`}…</code> : '—') },
+                { title: 'Key', render: (c) => (c.keyId ? <code>{prefixes.get(c.keyId) ?? `#${c.keyId}`}</code> : '—') },
                 { title: 'Channel', align: 'right', render: (c) => (c.channelId ? `#${c.channelId}` : '—') },
                 {
                   title: 'Tokens',

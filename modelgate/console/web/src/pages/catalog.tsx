@@ -3,7 +3,9 @@
 import { useEffect, useState } from 'preact/hooks';
 import { api, type Capability, type CatalogModel, type CatalogProvider, type Plan, type Pricing } from '../api';
 import { num, price } from '../format';
-import { Badge, Card, Empty, Loader, Modal, PageHeader, Table, useLoad } from '../ui';
+import { Badge, Card, Empty, Loader, Modal, PageHeader, Pager, Table, useLoad } from '../ui';
+
+const PAGE = 25;
 
 const CAPABILITIES: { value: Capability; label: string }[] = [
   { value: 'streaming', label: 'Streaming' },
@@ -46,7 +48,9 @@ function Models() {
   const [keyword, setKeyword] = useState('');
   const [capability, setCapability] = useState('');
   const [provider, setProvider] = useState('');
+  const [offset, setOffset] = useState(0);
   const query = useDebounced(keyword.trim());
+  useEffect(() => setOffset(0), [query, capability, provider]);
   const models = useLoad(() => api.get<CatalogModel[]>('/plan-catalogs/models', { keyword: query, capability }),
     [query, capability]);
   const providers = [...new Set((models.data ?? []).map((m) => m.providerName))].sort();
@@ -68,7 +72,8 @@ function Models() {
       </div>
     }>
       <Loader state={models}>{() => (
-        <Table label="Catalog models" rows={rows} rowKey={(m) => `${m.planCode}/${m.id}`}
+        <>
+        <Table label="Catalog models" rows={rows.slice(offset, offset + PAGE)} rowKey={(m) => `${m.planCode}/${m.id}`}
           empty={<Empty title="No model matches" hint="Try another keyword or capability." />}
           columns={[
             {
@@ -87,12 +92,14 @@ function Models() {
             {
               title: 'Capabilities',
               render: (m) => (
-                <div class="chips">
+                <div class="chips nowrap">
                   {m.capabilities.map((c) => <Badge key={c} tone="violet">{CAP_LABEL.get(c) ?? c}</Badge>)}
                 </div>
               ),
             },
           ]} />
+        {rows.length > PAGE && <Pager total={rows.length} limit={PAGE} offset={offset} onChange={setOffset} />}
+        </>
       )}</Loader>
     </Card>
   );

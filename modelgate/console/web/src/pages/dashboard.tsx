@@ -109,16 +109,14 @@ function TopModels({ models }: { models: ModelUsage[] }) {
             <div class="model-cell">
               <code>{m.model}</code>
               <div class="share"><i style={{ width: pct(m.tokenShare) }} /></div>
+              <span class="muted small">
+                {pct(m.tokenShare)} of tokens · {m.priced ? costText(m.cost) : <Badge title="No catalog price for this model">unpriced</Badge>}
+              </span>
             </div>
           ),
         },
         { title: 'Requests', align: 'right', render: (m) => num(m.requestCount) },
         { title: 'Tokens', align: 'right', render: (m) => short(m.totalTokens) },
-        {
-          title: 'Cost',
-          align: 'right',
-          render: (m) => (m.priced ? costText(m.cost) : <Badge title="No catalog price for this model">unpriced</Badge>),
-        },
       ]} />
   );
 }

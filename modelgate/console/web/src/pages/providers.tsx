@@ -123,7 +123,7 @@ function ProvidersCard({ data, onDialog, reload }: { data: Data; onDialog: (d: D
             title: 'Upstream keys',
             render: (p) => (p.keys.length
               ? <div class="chips">{p.keys.map((k) => (
-                  <Badge key={k.id} tone={k.enabled ? 'blue' : 'gray'} title={k.label || undefined}>••••{k.hint}</Badge>
+                  <Badge key={k.id} tone={k.enabled ? 'blue' : 'gray'} title={k.label || undefined}>{k.hint ? `••••${k.hint}` : k.label || `key #${k.id}`}</Badge>
                 ))}</div>
               : <span class="muted">none</span>),
           },
@@ -256,44 +256,59 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
               </div>
             ),
           },
-          { title: 'Priority', align: 'right', render: (c) => c.priority },
-          { title: 'Weight', align: 'right', render: (c) => c.weight },
-          { title: 'Status', render: (c) => <StatusDot on={c.enabled} /> },
           {
-            title: 'Breakers',
+            title: 'Routing',
             render: (c) => (
-              <div class="stack">
-                {c.breakers.map((b) => (
-                  <span key={b.endpointId} class="breaker" title={b.openedAt ? `opened ${dateTime(b.openedAt)}` : undefined}>
-                    <Badge tone={BREAKER_TONE[b.state]}>{b.state.replace('_', '-')}</Badge>
-                    <span class="muted small">{b.keyHint ? `••••${b.keyHint}` : b.endpointId}
-                      {b.failures ? ` · ${b.failures} failures` : ''}
-                      {b.retryAfterSeconds ? ` · retry in ${Math.ceil(b.retryAfterSeconds)} s` : ''}</span>
-                  </span>
-                ))}
-                {c.breakers.length === 0 && <span class="muted small">no usable key</span>}
+              <div class="stack nowrap small">
+                <span>priority <strong>{c.priority}</strong></span>
+                <span>weight <strong>{c.weight}</strong></span>
               </div>
             ),
           },
-          { title: 'Health', render: (c) => <HealthResult result={checks[c.id]} /> },
+          { title: 'Status', render: (c) => <StatusDot on={c.enabled} /> },
           {
-            title: '',
-            align: 'right',
+            title: 'Circuit breakers',
             render: (c) => {
               const tripped = c.breakers.some((b) => b.state === 'OPEN' || b.state === 'HALF_OPEN');
               return (
-                <div class="row-actions">
-                  <Button size="sm" icon="pulse" busy={checks[c.id] === 'running'} onClick={() => check(c)}>Check</Button>
-                  <Button size="sm" variant={tripped ? 'danger' : 'secondary'} disabled={!tripped}
-                    title={tripped ? 'Close the breakers now instead of waiting for recovery' : 'All breakers are closed'}
-                    onClick={() => recover(c)}>Force recovery</Button>
-                  <Button size="sm" onClick={() => toggle(c)}>{c.enabled ? 'Disable' : 'Enable'}</Button>
-                  <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'edit-channel', channel: c })}>Edit</Button>
-                  <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete channel ${c.name}`}
-                    onClick={() => onDialog({ type: 'delete-channel', channel: c })} />
+                <div class="stack gap">
+                  {c.breakers.map((b) => (
+                    <span key={b.endpointId} class="breaker" title={`endpoint ${b.endpointId}${b.openedAt ? `, opened ${dateTime(b.openedAt)}` : ''}`}>
+                      <Badge tone={BREAKER_TONE[b.state]}>{b.state.replace('_', '-')}</Badge>
+                      <span class="muted small">{b.keyHint ? `••••${b.keyHint}` : b.endpointId}
+                        {b.failures ? ` · ${b.failures} failures` : ''}
+                        {b.retryAfterSeconds ? ` · retry in ${Math.ceil(b.retryAfterSeconds)} s` : ''}</span>
+                    </span>
+                  ))}
+                  {c.breakers.length === 0 && <span class="muted small">no usable key</span>}
+                  {tripped && (
+                    <Button size="sm" variant="danger" title="Close the breakers now instead of waiting for recovery"
+                      onClick={() => recover(c)}>Force recovery</Button>
+                  )}
                 </div>
               );
             },
+          },
+          {
+            title: 'Health',
+            render: (c) => (
+              <div class="stack gap">
+                <HealthResult result={checks[c.id]} />
+                <Button size="sm" icon="pulse" busy={checks[c.id] === 'running'} onClick={() => check(c)}>Check now</Button>
+              </div>
+            ),
+          },
+          {
+            title: '',
+            align: 'right',
+            render: (c) => (
+              <div class="row-actions">
+                <Button size="sm" onClick={() => toggle(c)}>{c.enabled ? 'Disable' : 'Enable'}</Button>
+                <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'edit-channel', channel: c })}>Edit</Button>
+                <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete channel ${c.name}`}
+                  onClick={() => onDialog({ type: 'delete-channel', channel: c })} />
+              </div>
+            ),
           },
         ]} />
     </Card>
@@ -301,7 +316,7 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
 }
 
 function HealthResult({ result }: { result: HealthCheck | 'running' | { error: string } | undefined }) {
-  if (result === undefined) return <span class="muted small">not checked</span>;
+  if (result === undefined) return <span class="muted small">not checked yet</span>;
   if (result === 'running') return <span class="muted small">checking…</span>;
   if ('error' in result) return <Badge tone="red" title={result.error}>check failed</Badge>;
   const detail = result.endpoints.map((e) => `${e.endpointId}: ${e.ok ? 'ok' : e.errorType} ${ms(e.latencyMs)}`).join('\n');
