@@ -116,7 +116,7 @@ def test_cli_production_without_key_exits_with_code(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("ENCRYPTION_KEY", "DATABASE_URL", "MODELGATE_CONFIG")}
     env.update(MODELGATE_ENV="production", MODELGATE_DATA_DIR=str(tmp_path / "data"))
     proc = subprocess.run([sys.executable, "-m", "modelgate.cli", "init"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode != 0
     assert "ENCRYPTION_KEY_MISSING" in proc.stderr
     assert not (tmp_path / "data" / "encryption.key").exists()

@@ -6,7 +6,13 @@ import stat
 import pytest
 
 from modelgate.auth import keys, passwords
-from modelgate.auth.crypto import ConfigError, DecryptionError, SecretBox, derive_key, load_encryption_key
+from modelgate.auth.crypto import (
+    ConfigError,
+    DecryptionError,
+    SecretBox,
+    derive_key,
+    load_encryption_key,
+)
 from modelgate.config import Settings
 
 

@@ -1,4 +1,4 @@
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import orjson
 import pytest
@@ -241,11 +241,12 @@ async def test_blacklist(services):
 
 
 async def test_call_log_query(services, database):
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rows = [
-        dict(trace_id=f"t{i}", created_at=now - timedelta(minutes=i), api_key_id=1 + i % 2, protocol="chat",
-             model="m1" if i < 3 else "m2", stream=False, status=200 if i != 2 else 502, latency_ms=1.0,
-             attempts=1, prompt_tokens=i, completion_tokens=1)
+        {"trace_id": f"t{i}", "created_at": now - timedelta(minutes=i), "api_key_id": 1 + i % 2,
+         "protocol": "chat", "model": "m1" if i < 3 else "m2", "stream": False,
+         "status": 200 if i != 2 else 502, "latency_ms": 1.0, "attempts": 1, "prompt_tokens": i,
+         "completion_tokens": 1}
         for i in range(5)
     ]
     async with database.session() as s, s.begin():

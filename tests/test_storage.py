@@ -1,13 +1,16 @@
 import uuid
+from datetime import UTC
 
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
+from modelgate.auth.keys import hash_api_key
 from modelgate.errors import GatewayError
 from modelgate.storage.db import Database, normalize_url
 from modelgate.storage.models import Base
+from modelgate.storage.snapshot_loader import load_snapshot
 
 PG_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
@@ -80,7 +83,7 @@ async def test_postgres_migration_matches_models(pg_database):
 
 
 async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, settings):
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from modelgate.services import Services
     from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
@@ -101,7 +104,7 @@ async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, set
     writer.record(CallRecord("t-pg", "chat", "gpt", 200, api_key_id=created.key.id, prompt_tokens=3))
     writer.record_event(EventRecord("FAILOVER", channel_id=route.channel_id))
     assert await writer.flush() == 2
-    page = await svc.call_log.query(since=datetime.now(timezone.utc) - timedelta(minutes=1))
+    page = await svc.call_log.query(since=datetime.now(UTC) - timedelta(minutes=1))
     assert [r.trace_id for r in page.items] == ["t-pg"]
     assert (await svc.api_keys.get(created.key.id)).last_used_at is not None
     with pytest.raises(GatewayError) as exc:
@@ -110,9 +113,6 @@ async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, set
 
 
 # --- snapshot loader -------------------------------------------------------
-
-from modelgate.auth.keys import hash_api_key  # noqa: E402
-from modelgate.storage.snapshot_loader import load_snapshot  # noqa: E402
 
 
 async def test_snapshot_keys_only_enabled(services, database, secret_box, settings):

@@ -8,8 +8,8 @@ from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
 
 
 def _call(i: int = 0, **kw) -> CallRecord:
-    base = dict(trace_id=str(uuid.uuid4()), protocol="chat", model=f"m{i % 3}", status=200,
-                prompt_tokens=i, completion_tokens=2 * i)
+    base = {"trace_id": str(uuid.uuid4()), "protocol": "chat", "model": f"m{i % 3}", "status": 200,
+            "prompt_tokens": i, "completion_tokens": 2 * i}
     base.update(kw)
     return CallRecord(**base)
 

@@ -47,4 +47,4 @@ class Services:
         self.ctx.on_change = hook
 
 
-__all__ = ["Services", "OnChange"]
+__all__ = ["OnChange", "Services"]

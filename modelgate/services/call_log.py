@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
@@ -18,7 +18,7 @@ def _utc(value: datetime) -> datetime:
     # Stored times are UTC; SQLite keeps them without offset, so compare like with like.
     if value.tzinfo is None:
         return value
-    return value.astimezone(timezone.utc).replace(tzinfo=None)
+    return value.astimezone(UTC).replace(tzinfo=None)
 
 
 class CallLogService:
@@ -64,4 +64,4 @@ class CallLogService:
     def _bound(self, value: datetime) -> datetime:
         if self.ctx.db.is_sqlite:
             return _utc(value)
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=UTC)

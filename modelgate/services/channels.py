@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import select
@@ -237,7 +237,7 @@ class ModelInstanceService:
             mi = await self._get(s, instance_id)
             if state is not None and _state(state) != mi.state:
                 mi.state = _state(state)
-                mi.state_changed_at = datetime.now(timezone.utc)
+                mi.state_changed_at = datetime.now(UTC)
             if owned_by is not None:
                 mi.owned_by = _owned_by(owned_by)
             if capabilities is not None:

@@ -4,7 +4,7 @@ except `CreatedApiKey.plaintext`, which exists once, at creation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from modelgate.storage import models as m
 
@@ -13,7 +13,7 @@ def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     if value is None or value.tzinfo is not None:
         return value
-    return value.replace(tzinfo=timezone.utc)
+    return value.replace(tzinfo=UTC)
 
 
 @dataclass(slots=True)
@@ -25,7 +25,7 @@ class UserView:
     created_at: datetime
 
     @classmethod
-    def of(cls, u: m.User) -> "UserView":
+    def of(cls, u: m.User) -> UserView:
         return cls(u.id, u.username, u.role, u.enabled, as_utc(u.created_at))
 
 
@@ -41,7 +41,7 @@ class ApplicationView:
     channel_ids: list[int] = field(default_factory=list)
 
     @classmethod
-    def of(cls, a: m.Application) -> "ApplicationView":
+    def of(cls, a: m.Application) -> ApplicationView:
         return cls(
             a.id, a.name, a.description, a.timeout_seconds, a.enabled, a.owner_id, as_utc(a.created_at),
             sorted(c.id for c in a.channels),
@@ -61,7 +61,7 @@ class ApiKeyView:
     last_used_at: datetime | None
 
     @classmethod
-    def of(cls, k: m.ApiKey) -> "ApiKeyView":
+    def of(cls, k: m.ApiKey) -> ApiKeyView:
         return cls(
             k.id, k.application_id, k.name, k.prefix, k.status, k.rate_capacity, k.rate_refill_per_second,
             as_utc(k.created_at), as_utc(k.last_used_at),
@@ -83,7 +83,7 @@ class ProviderKeyView:
     created_at: datetime
 
     @classmethod
-    def of(cls, k: m.ProviderKey) -> "ProviderKeyView":
+    def of(cls, k: m.ProviderKey) -> ProviderKeyView:
         return cls(k.id, k.label, k.hint, k.enabled, as_utc(k.created_at))
 
 
@@ -99,7 +99,7 @@ class ProviderView:
     keys: list[ProviderKeyView] = field(default_factory=list)
 
     @classmethod
-    def of(cls, p: m.Provider) -> "ProviderView":
+    def of(cls, p: m.Provider) -> ProviderView:
         return cls(
             p.id, p.name, p.kind, p.base_url, dict(p.options or {}), p.enabled, as_utc(p.created_at),
             [ProviderKeyView.of(k) for k in sorted(p.keys, key=lambda k: k.id)],
@@ -119,7 +119,7 @@ class ModelInstanceView:
     created_at: datetime
 
     @classmethod
-    def of(cls, mi: m.ModelInstance) -> "ModelInstanceView":
+    def of(cls, mi: m.ModelInstance) -> ModelInstanceView:
         return cls(
             mi.id, mi.channel_id, mi.model_id, mi.upstream_model, mi.owned_by, list(mi.capabilities or []),
             mi.state, as_utc(mi.state_changed_at), as_utc(mi.created_at),
@@ -140,7 +140,7 @@ class ChannelView:
     models: list[ModelInstanceView] = field(default_factory=list)
 
     @classmethod
-    def of(cls, c: m.Channel) -> "ChannelView":
+    def of(cls, c: m.Channel) -> ChannelView:
         return cls(
             c.id, c.name, c.provider_id, c.provider.name, c.provider.kind, c.priority, c.weight, c.enabled,
             as_utc(c.created_at), [ModelInstanceView.of(mi) for mi in sorted(c.models, key=lambda mi: mi.id)],
@@ -155,7 +155,7 @@ class BlacklistEntryView:
     created_at: datetime
 
     @classmethod
-    def of(cls, e: m.IpBlacklistEntry) -> "BlacklistEntryView":
+    def of(cls, e: m.IpBlacklistEntry) -> BlacklistEntryView:
         return cls(e.id, e.cidr, e.reason, as_utc(e.created_at))
 
 
@@ -181,7 +181,7 @@ class CallLogView:
     client_ip: str | None
 
     @classmethod
-    def of(cls, r: m.CallLog) -> "CallLogView":
+    def of(cls, r: m.CallLog) -> CallLogView:
         return cls(
             r.id, r.trace_id, as_utc(r.created_at), r.api_key_id, r.application_id, r.channel_id,
             r.provider_kind, r.protocol, r.model, r.stream, r.status, r.error_code, r.latency_ms,

@@ -7,7 +7,12 @@ from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from modelgate.config import Settings
 
@@ -52,7 +57,7 @@ class Database:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, **engine_kwargs: Any) -> "Database":
+    def from_settings(cls, settings: Settings, **engine_kwargs: Any) -> Database:
         return cls(settings.resolved_database_url, **engine_kwargs)
 
     def session(self) -> AsyncSession:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import MappingProxyType
 
 from sqlalchemy import select
@@ -37,7 +37,7 @@ def _unix(value: datetime | None) -> int:
     if value is None:
         return 0
     if value.tzinfo is None:  # SQLite returns naive UTC
-        value = value.replace(tzinfo=timezone.utc)
+        value = value.replace(tzinfo=UTC)
     return int(value.timestamp())
 
 
