@@ -13,7 +13,6 @@ from modelgate.protocols import sse
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
-    ImagePart,
     Message,
     StopReason,
     StreamEnd,
@@ -172,6 +171,15 @@ def usage_from_openai(usage: Any) -> Usage:
         output_tokens=int(usage.get("completion_tokens") or 0),
         cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
     )
+
+
+def chunk_usage(chunk: dict[str, Any]) -> Usage | None:
+    """Usage reported in a stream chunk: top level (OpenAI), or inside the choice (Moonshot)."""
+    usage = chunk.get("usage")
+    if not isinstance(usage, dict):
+        choices = chunk.get("choices")
+        usage = choices[0].get("usage") if choices and isinstance(choices[0], dict) else None
+    return usage_from_openai(usage) if isinstance(usage, dict) else None
 
 
 def usage_to_openai(usage: Usage) -> dict[str, Any]:
@@ -450,8 +458,9 @@ class ChatStreamTap:
                     parsed = orjson.loads(data)
                 except orjson.JSONDecodeError:
                     parsed = None
-                if isinstance(parsed, dict) and isinstance(parsed.get("usage"), dict):
-                    self.usage = usage_from_openai(parsed["usage"])
+                usage = chunk_usage(parsed) if isinstance(parsed, dict) else None
+                if usage is not None:
+                    self.usage = usage
                     if not self.client_wants_usage and not parsed.get("choices"):
                         continue
             out.append(event.raw)

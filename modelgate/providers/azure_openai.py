@@ -22,7 +22,7 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
-from modelgate.providers.openai_chat import OpenAIChatAdapter, _error_fields
+from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields
 
 DEFAULT_API_VERSION = "2024-10-21"  # latest GA data-plane inference version
 
@@ -41,7 +41,7 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         return {"content-type": "application/json", "accept": "application/json", "api-key": endpoint.api_key}
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
-        message, _, code = _error_fields(body)
+        message, _, code = error_fields(body)
         if code == "DeploymentNotFound":
             return UpstreamError(ErrorType.MODEL_NOT_FOUND, message, status)
         if code == "content_filter":

@@ -8,12 +8,11 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
-from modelgate.protocols.chat import STOP_REASON, usage_from_openai
+from modelgate.protocols.chat import STOP_REASON, chunk_usage, usage_from_openai
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
     ImagePart,
-    Message,
     StopReason,
     StreamEnd,
     StreamError,
@@ -122,7 +121,7 @@ def request_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     return body
 
 
-def _error_fields(body: bytes) -> tuple[str, str, str]:
+def error_fields(body: bytes) -> tuple[str, str, str]:
     """(message, type, code) of an OpenAI-style error body, tolerant of other shapes."""
     try:
         parsed = orjson.loads(body)
@@ -195,7 +194,7 @@ class OpenAIChatAdapter:
         return OpenAIStreamDecoder()
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
-        message, error_type, code = _error_fields(body)
+        message, error_type, code = error_fields(body)
         error = classify_by_status(status, message, headers)
         lowered = f"{error_type} {code}".lower()
         if "insufficient_quota" in lowered or "billing" in lowered:
@@ -248,16 +247,17 @@ class OpenAIStreamDecoder:
         if not isinstance(chunk, dict):
             return
         if "error" in chunk:
-            message, _, _ = _error_fields(data.encode())
+            message, _, _ = error_fields(data.encode())
             events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, message))
             self._ended = True
             return
         if not self._started:
             self._started = True
             events.append(StreamStart(str(chunk.get("id") or ""), str(chunk.get("model") or "")))
-        if isinstance(chunk.get("usage"), dict):
-            self._usage = usage_from_openai(chunk["usage"])
-            events.append(UsageUpdate(self._usage))
+        usage = chunk_usage(chunk)
+        if usage is not None:
+            self._usage = usage
+            events.append(UsageUpdate(usage))
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
             reasoning = delta.get("reasoning_content")

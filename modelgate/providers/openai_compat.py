@@ -14,7 +14,7 @@ import orjson
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols.ir import ChatRequest
 from modelgate.providers.base import Endpoint, UpstreamRequest
-from modelgate.providers.openai_chat import OpenAIChatAdapter, _error_fields, request_body
+from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields, request_body
 
 
 class CompatChatAdapter(OpenAIChatAdapter):
@@ -61,7 +61,7 @@ class CompatChatAdapter(OpenAIChatAdapter):
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         error = super().classify_error(status, body, headers)
-        message, error_type, code = _error_fields(body)
+        message, error_type, code = error_fields(body)
         if not (error_type or code):
             error_type, code = _top_level_fields(body)
         mapped = self.error_codes.get(code) or self.error_codes.get(error_type)
