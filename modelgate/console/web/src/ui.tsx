@@ -1,7 +1,7 @@
 // Building blocks every page uses: layout pieces, tables, forms, dialogs, toasts, data loading.
 
-import type { ButtonHTMLAttributes, ComponentChildren } from 'preact';
-import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
+import { cloneElement, type ButtonHTMLAttributes, type ComponentChildren, type VNode } from 'preact';
+import { useCallback, useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiError } from './api';
 
 // --- data loading -----------------------------------------------------------------------------
@@ -236,13 +236,16 @@ export function Button({ variant = 'secondary', size = 'md', icon, busy, childre
   );
 }
 
-export function Field(props: { label: string; hint?: ComponentChildren; children: ComponentChildren; wide?: boolean }) {
+// The label names only the control; the hint is linked as its description.
+export function Field(props: { label: string; hint?: ComponentChildren; children: VNode; wide?: boolean }) {
+  const id = useId();
+  const control = cloneElement(props.children, { id, 'aria-describedby': props.hint ? `${id}-hint` : undefined });
   return (
-    <label class={props.wide ? 'field field-wide' : 'field'}>
-      <span class="field-label">{props.label}</span>
-      {props.children}
-      {props.hint && <span class="field-hint">{props.hint}</span>}
-    </label>
+    <div class={props.wide ? 'field field-wide' : 'field'}>
+      <label class="field-label" for={id}>{props.label}</label>
+      {control}
+      {props.hint && <span class="field-hint" id={`${id}-hint`}>{props.hint}</span>}
+    </div>
   );
 }
 
