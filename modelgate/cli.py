@@ -499,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if special == "serve":
             import modelgate.server
 
+            if args.config:  # server workers load their settings again; point them at the same file
+                os.environ["MODELGATE_CONFIG"] = os.path.abspath(args.config)
+
             modelgate.server.run(settings)
         elif special == "migrate":
             asyncio.run(_migrate(settings))
