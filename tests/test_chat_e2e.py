@@ -302,3 +302,32 @@ async def test_metrics_count_calls_and_tokens(gateway, openai_upstream):
         sample(before, 'modelgate_calls_total{protocol="chat",status="200"}') + 1
     assert sample(after, 'modelgate_tokens_total{direction="input"}') == \
         sample(before, 'modelgate_tokens_total{direction="input"}') + 1
+
+
+async def test_log_lines_carry_the_trace_id_and_never_a_key(gateway, openai_upstream, caplog):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test", "gpt-gone"], upstream_keys=("up-key-1",))
+    caplog.set_level("INFO", logger="modelgate")
+    ok = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+    failed = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "model": "gpt-gone"})
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert ok.headers["x-trace-id"] in text and failed.headers["x-trace-id"] in text
+    assert wired.key not in text and "up-key-1" not in text
+
+
+async def test_clean_shutdown_loses_no_call_log_row(tmp_path, openai_upstream):
+    from tests.gateway_harness import GatewayHarness, harness_settings
+
+    settings = harness_settings(tmp_path)
+    settings.usage.flush_interval_seconds = 3600.0  # nothing is flushed before shutdown
+    harness = await GatewayHarness(settings).start()
+    wired = await harness.wire(openai_upstream.base_url, ["gpt-test"])
+    calls = 25
+    await asyncio.gather(*(raw_post(harness, {"authorization": f"Bearer {wired.key}"}, GOOD) for _ in range(calls)))
+    await harness.stop()
+    from modelgate.storage.db import Database
+
+    db = Database.from_settings(settings)
+    async with db.session() as s:
+        rows = (await s.scalars(select(CallLog))).all()
+    await db.dispose()
+    assert len(rows) == calls and {r.status for r in rows} == {200}

@@ -13,7 +13,7 @@ import aiohttp
 from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
-from modelgate.routing.events import Clock
+from modelgate.routing.events import Clock, SystemClock
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import Executor
@@ -77,7 +77,7 @@ class Runtime:
                 self.executor.lifecycle,
                 adapter_lister(lambda kind: get_kind(kind).adapter, self.checks.http),
                 self.checks.routes,
-                self.executor.clock,
+                SystemClock(),  # a schedule in real time, whatever clock the calls are timed with
                 settings.gateway.lifecycle.probe_interval_seconds,
             )
             self._tasks.append(asyncio.create_task(probe.run(), name="model-probe"))
