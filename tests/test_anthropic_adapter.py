@@ -30,7 +30,11 @@ from modelgate.protocols.ir import (
     Usage,
 )
 from modelgate.protocols.messages import MessagesCodec
-from modelgate.providers.anthropic_messages import DEFAULT_MAX_TOKENS, JSON_OBJECT_INSTRUCTION, AnthropicMessagesAdapter
+from modelgate.providers.anthropic_messages import (
+    DEFAULT_MAX_TOKENS,
+    JSON_OBJECT_INSTRUCTION,
+    AnthropicMessagesAdapter,
+)
 from modelgate.providers.base import Endpoint
 from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply, error_body
 from tests.fakes.upstream_base import decode_stream, send

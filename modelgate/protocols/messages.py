@@ -110,10 +110,11 @@ def usage_from_vendor(u: dict[str, Any] | None) -> Usage:
     )
 
 
-def usage_to_vendor(u: Usage, *, with_output: bool = True) -> dict[str, int]:
-    out = {"input_tokens": max(0, u.input_tokens - u.cache_read_tokens - u.cache_write_tokens)}
-    if with_output:
-        out["output_tokens"] = u.output_tokens
+def usage_to_vendor(u: Usage) -> dict[str, int]:
+    out = {
+        "input_tokens": max(0, u.input_tokens - u.cache_read_tokens - u.cache_write_tokens),
+        "output_tokens": u.output_tokens,
+    }
     if u.cache_write_tokens:
         out["cache_creation_input_tokens"] = u.cache_write_tokens
     if u.cache_read_tokens:
@@ -680,7 +681,6 @@ class MessagesStreamTap:
     def __init__(self) -> None:
         self.usage: Usage | None = None
         self.finished = False
-        self.stop_reason: str | None = None
         self._parser = sse.SSEParser()
         self._raw: dict[str, Any] = {}  # vendor usage fields, cumulative
 
@@ -700,7 +700,6 @@ class MessagesStreamTap:
                 usage = (payload.get("message") or {}).get("usage")
             else:
                 usage = payload.get("usage")
-                self.stop_reason = (payload.get("delta") or {}).get("stop_reason")
             if isinstance(usage, dict):
                 # message_delta counts are cumulative and may omit fields message_start gave.
                 self._raw.update({k: v for k, v in usage.items() if v is not None})

@@ -19,7 +19,8 @@ Mapping notes (the full table is docs/conversion.md):
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -45,8 +46,18 @@ from modelgate.protocols.ir import (
     ToolResult,
     Usage,
 )
-from modelgate.protocols.messages import NATIVE_WIRE, STOP_FROM_VENDOR, tool_input, usage_from_vendor
-from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
+from modelgate.protocols.messages import (
+    NATIVE_WIRE,
+    STOP_FROM_VENDOR,
+    tool_input,
+    usage_from_vendor,
+)
+from modelgate.providers.base import (
+    Endpoint,
+    UpstreamRequest,
+    classify_by_status,
+    retry_after_seconds,
+)
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -380,9 +391,8 @@ class AnthropicStreamDecoder:
         elif kind == "thinking_delta":
             if delta.get("thinking"):
                 out.append(ThinkingDelta(delta["thinking"]))
-        elif kind == "signature_delta":
-            if delta.get("signature"):
-                out.append(ThinkingDelta("", delta["signature"]))
+        elif kind == "signature_delta" and delta.get("signature"):
+            out.append(ThinkingDelta("", delta["signature"]))
 
 
 # --- the adapter ---------------------------------------------------------------------

@@ -74,7 +74,7 @@ def _sample(schema: Any) -> Any:
     """A value that satisfies a (simple) JSON schema."""
     if not isinstance(schema, dict):
         return "test"
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     kind = schema.get("type")
     if isinstance(kind, list):
