@@ -14,7 +14,7 @@ const PAD = { top: 16, right: 12, bottom: 28, left: 48 };
 
 // Round the axis maximum up to 1, 2 or 5 times a power of ten, so ticks read well.
 function niceMax(value: number): number {
-  if (value <= 0) return 4;
+  if (value <= 4) return 4;  // counts: keep ticks on whole numbers
   const power = 10 ** Math.floor(Math.log10(value));
   for (const step of [1, 2, 2.5, 5, 10]) {
     if (step * power >= value) return step * power;

@@ -67,7 +67,7 @@ function publish(next: Toast[]): void {
 
 export function toast(text: string, kind: Toast['kind'] = 'ok'): void {
   const id = nextToast++;
-  publish([...toasts, { id, kind, text }]);
+  publish([...toasts, { id, kind, text }].slice(-3));  // the latest few; older ones are stale
   setTimeout(() => publish(toasts.filter((t) => t.id !== id)), kind === 'error' ? 7000 : 3500);
 }
 
