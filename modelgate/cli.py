@@ -290,6 +290,13 @@ async def model_set_state(svc: Any, args: argparse.Namespace) -> None:
     emit(args, mi, lambda: print(f"Model instance {mi.id} ({mi.model_id}) is now {mi.state}"))
 
 
+async def breaker_recover(svc: Any, args: argparse.Namespace) -> None:
+    channel: int | str = int(args.channel) if args.channel.isdigit() else args.channel
+    ids = await svc.breakers.request_recovery(channel, args.endpoint, actor="the CLI")
+    emit(args, {"recovered": ids}, lambda: print(
+        f"Recovery of {', '.join(ids) or 'no endpoint'} requested; running gateways apply it at their next refresh"))
+
+
 async def blacklist_add(svc: Any, args: argparse.Namespace) -> None:
     entry = await svc.blacklist.add(args.cidr, reason=args.reason or "")
     emit(args, entry, lambda: print(f"Blacklisted {entry.cidr} (id {entry.id})"))
@@ -477,6 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason")
     cmd(blacklist, "remove", blacklist_remove, "unblock (by id or address)").add_argument("entry")
     cmd(blacklist, "list", blacklist_list, "list blocked addresses")
+
+    breakers = group("breaker", "circuit breakers of upstream endpoints")
+    p = cmd(breakers, "recover", breaker_recover, "force the breakers of a channel's endpoints closed")
+    p.add_argument("--channel", required=True, metavar="NAME_OR_ID")
+    p.add_argument("--endpoint", metavar="ID", help="only this endpoint (e.g. p1:k2)")
 
     calls = group("calls", "the call log")
     p = cmd(calls, "list", calls_list, "newest calls first")

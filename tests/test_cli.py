@@ -120,3 +120,14 @@ def test_cli_production_without_key_exits_with_code(tmp_path):
     assert proc.returncode != 0
     assert "ENCRYPTION_KEY_MISSING" in proc.stderr
     assert not (tmp_path / "data" / "encryption.key").exists()
+
+
+def test_cli_breaker_recover_records_one_request_per_endpoint(cli):
+    assert cli("init")[0] == 0
+    assert cli("provider", "add", "--name", "oa", "--kind", "openai", "--key", "k-one-123456789",
+               "--key", "k-two-123456789")[0] == 0
+    assert cli("channel", "add", "--name", "main", "--provider", "oa", "--model", "gpt-4o")[0] == 0
+    rc, out, _ = cli("--json", "breaker", "recover", "--channel", "main")
+    assert rc == 0 and len(_json(out)["recovered"]) == 2
+    rc, _, err = cli("breaker", "recover", "--channel", "main", "--endpoint", "p9:k9")
+    assert rc != 0 and "p9:k9" in err

@@ -271,8 +271,6 @@ async def test_sdk_sees_a_bad_request_error(gateway, anthropic_upstream):
                                                           "message": "max_tokens: must be a positive integer"}}
 
 
-@pytest.mark.xfail(strict=True, reason="gateway change pending: this SDK release authenticates with "
-                   "`Authorization: Bearer` and sends anthropic-version 2026-10-21")
 async def test_unmodified_sdk_defaults(gateway, anthropic_upstream):
     """Issue 5: the vendor's SDK works with only its base URL changed."""
     wired = await native(gateway, anthropic_upstream)

@@ -68,3 +68,32 @@ async def test_configuration_change_reaches_the_other_instance_through_redis(pai
         await asyncio.sleep(0.05)
     else:
         pytest.fail("the second instance kept accepting a disabled key")
+
+
+
+async def test_forced_recovery_reaches_every_instance(tmp_path, redis_available, openai_upstream):
+    """An admin's forced recovery is recorded once and applied by every process's breakers."""
+    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:")
+    settings.gateway.retry.upstream_error.max_retries = 0
+    first = await GatewayHarness(settings).start()
+    second = await GatewayHarness(settings).start()
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+        openai_upstream.fail_next(500, {"error": {"message": "boom", "type": "server_error", "code": None}},
+                                  times=2 * settings.gateway.breaker.consecutive_failures)
+        for instance in (first, second):
+            for _ in range(settings.gateway.breaker.consecutive_failures):
+                assert (await post(instance, wired.key)).status_code == 502
+            assert (await post(instance, wired.key)).status_code == 503, "the breaker is open"
+        await first.services.breakers.request_recovery(wired.channel_ids[0], actor="ops")
+        for _ in range(100):  # applied by the second instance through the recorded event
+            if (await post(second, wired.key)).status_code == 200:
+                break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the second instance's breaker stayed open")
+        assert (await post(first, wired.key)).status_code == 200
+    finally:
+        await second.stop()
+        await first.stop()

@@ -137,7 +137,11 @@ class InferenceHandler:
         )
         ctx: CallContext | None = None
         try:
-            raw_key = _bearer(headers) if protocol is ClientProtocol.CHAT else headers.get(b"x-api-key")
+            if protocol is ClientProtocol.CHAT:
+                raw_key = _bearer(headers)
+            else:
+                # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.
+                raw_key = headers.get(b"x-api-key") or _bearer(headers)
             key, app = await self.authenticate(raw_key, ip)
             record.api_key_id, record.application_id = key.id, app.id
             if protocol is ClientProtocol.MESSAGES:
@@ -423,12 +427,21 @@ def _bearer(headers: dict[bytes, bytes]) -> bytes | None:
 
 
 def _check_alt_version(headers: dict[bytes, bytes]) -> None:
-    # The vendor's own header name is an alias, so its official SDK works unmodified.
-    version = headers.get(b"alt-version") or headers.get(b"anthropic-version")
-    if version is None:
+    version = headers.get(b"alt-version")
+    if version is not None:
+        if version != ALT_VERSION:
+            raise errors.invalid_request(
+                f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
+        return
+    # The vendor's own header name is an alias, so its official SDK works unmodified; its newer
+    # releases send later dates of the same wire protocol, which we accept.
+    vendor = headers.get(b"anthropic-version")
+    if vendor is None:
         raise errors.invalid_request("The 'alt-version' header is required (use 2023-06-01)")
-    if version != ALT_VERSION:
-        raise errors.invalid_request(f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
+    if not (len(vendor) == 10 and vendor[4:5] == b"-" and vendor[7:8] == b"-" and vendor >= ALT_VERSION):
+        raise errors.invalid_request(
+            f"Unsupported anthropic-version '{vendor.decode(errors='replace')}' (the alias of alt-version); "
+            "use 2023-06-01")
 
 
 def _parse_json(raw: bytes) -> Any:

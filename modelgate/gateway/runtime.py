@@ -9,11 +9,12 @@ import socket
 from typing import Any
 
 import aiohttp
+from sqlalchemy import select
 
 from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
-from modelgate.routing.events import Clock, SystemClock
+from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import Executor
@@ -21,6 +22,7 @@ from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
 from modelgate.storage.db import Database
+from modelgate.storage.models import ResilienceEvent
 from modelgate.storage.snapshot_loader import load_snapshot
 from modelgate.storage.usage_writer import UsageWriter
 
@@ -40,6 +42,7 @@ class Runtime:
         self._tasks: list[asyncio.Task[Any]] = []
         self._publishing: set[asyncio.Task[Any]] = set()
         self._key_hashes: dict[bytes, str] = {}
+        self._forced_seen: int | None = None  # last BREAKER_FORCED row applied
 
     async def start(self) -> None:
         settings = self.settings
@@ -103,6 +106,24 @@ class Runtime:
 
     async def refresh(self) -> None:
         self.snapshot = await load_snapshot(self.db, self.box, self.settings)
+        await self._apply_forced_recoveries()
+
+    async def _apply_forced_recoveries(self) -> None:
+        """Close the breakers that an admin forced closed since the last refresh (in any process)."""
+        query = select(ResilienceEvent.id, ResilienceEvent.endpoint).where(
+            ResilienceEvent.event_type == EventType.BREAKER_FORCED.value,
+            ResilienceEvent.id > (self._forced_seen or 0),
+        ).order_by(ResilienceEvent.id)
+        async with self.db.session() as session:
+            rows = (await session.execute(query)).all()
+        if self._forced_seen is not None:  # on the first refresh only mark where history ends
+            for _, endpoint in rows:
+                if endpoint:
+                    self.executor.breakers.force_recover(endpoint, emit=False)
+        if rows:
+            self._forced_seen = rows[-1][0]
+        elif self._forced_seen is None:
+            self._forced_seen = 0
 
     def refresh_soon(self) -> None:
         self._refresh_wanted.set()

@@ -181,13 +181,18 @@ class BreakerRegistry:
         breaker.window.clear()
         breaker.trials_admitted = breaker.trials_succeeded = 0
 
-    def force_recover(self, endpoint_id: str, detail: str = "forced by an administrator") -> BreakerState:
-        """Admin action: close the breaker now. Returns the state it had before."""
+    def force_recover(self, endpoint_id: str, detail: str = "forced by an administrator",
+                      emit: bool = True) -> BreakerState:
+        """Admin action: close the breaker now. Returns the state it had before.
+
+        `emit=False` when the request is already recorded (services.breakers writes it).
+        """
         breaker = self._get(endpoint_id)
         self._refresh(endpoint_id, breaker, None)
         previous = breaker.state
         self._close(breaker)
-        self._emit(EventType.BREAKER_FORCED, endpoint_id, None, detail=f"{detail}; was {previous.value}")
+        if emit:
+            self._emit(EventType.BREAKER_FORCED, endpoint_id, None, detail=f"{detail}; was {previous.value}")
         return previous
 
     def retry_after(self, endpoint_id: str) -> float:

@@ -15,6 +15,7 @@ from modelgate.config import Settings
 from modelgate.services.api_keys import ApiKeyService
 from modelgate.services.applications import ApplicationService
 from modelgate.services.blacklist import BlacklistService
+from modelgate.services.breakers import BreakerService
 from modelgate.services.call_log import CallLogService
 from modelgate.services.channels import ChannelService, ModelInstanceService
 from modelgate.services.context import OnChange, ServiceContext
@@ -36,6 +37,7 @@ class Services:
         self.models = ModelInstanceService(self.ctx)
         self.blacklist = BlacklistService(self.ctx)
         self.call_log = CallLogService(self.ctx)
+        self.breakers = BreakerService(self.ctx, self.providers, self.channels)
 
     @property
     def on_change(self) -> OnChange | None:

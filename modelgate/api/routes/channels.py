@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from modelgate.services.breakers import endpoint_ids
 from modelgate.api.deps import Admin, State
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
@@ -23,24 +24,10 @@ from modelgate.api.schemas import (
     model_specs,
 )
 from modelgate.api.state import ManagementState
-from modelgate.errors import GatewayError, not_found
+from modelgate.errors import GatewayError
 from modelgate.services.views import ChannelView, ProviderView
 
 router = APIRouter(prefix="/channels", tags=["channels"])
-
-
-def endpoint_ids(provider: ProviderView) -> list[tuple[str, str | None]]:
-    """(endpoint id, key hint) of each endpoint the gateway builds for this provider
-    (same rule as storage.snapshot_loader: one per enabled key, or one keyless)."""
-    from modelgate.providers.registry import KINDS
-
-    keys = [k for k in provider.keys if k.enabled]
-    if keys:
-        return [(f"p{provider.id}:k{k.id}", k.hint or None) for k in keys]
-    kind = KINDS.get(provider.kind)
-    if kind is not None and not kind.key_required:
-        return [(f"p{provider.id}:k0", None)]
-    return []
 
 
 def breakers_of(mg: ManagementState, provider: ProviderView) -> list[BreakerOut]:
@@ -150,17 +137,12 @@ async def channel_breakers(channel_id: int, request: Request, admin: Admin, mg: 
              summary="Force the breakers of the channel's endpoints closed")
 async def recover(channel_id: int, request: Request, admin: Admin, mg: State,
                   body: RecoverIn | None = None) -> Response:
-    channel = await mg.services.channels.get(channel_id)
-    provider = await mg.services.providers.get(channel.provider_id)
-    ids = [e for e, _ in endpoint_ids(provider)]
-    if body is not None and body.endpointId is not None:
-        if body.endpointId not in ids:
-            raise not_found(f"endpoint {body.endpointId!r} is not an endpoint of channel {channel_id}")
-        ids = [body.endpointId]
     if mg.breakers is None:
         raise GatewayError(503, "UPSTREAM_ERROR", "circuit breakers are not available in this process")
-    detail = f"forced by {admin.user.username}"
-    recovered = [{"endpointId": e, "previousState": mg.breakers.force_recover(e, detail).value} for e in ids]
+    endpoint = body.endpointId if body is not None else None
+    ids = await mg.services.breakers.request_recovery(channel_id, endpoint, admin.user.username)
+    # Closed here at once; the other processes apply the recorded request at their next refresh.
+    recovered = [{"endpointId": e, "previousState": mg.breakers.force_recover(e, emit=False).value} for e in ids]
     return ok(request, RecoverOut(channelId=channel_id, recovered=recovered))
 
 
