@@ -108,7 +108,7 @@ def markdown(results: dict[str, Any]) -> str:
         "CPU: target process tree's own CPU time per request at saturation (32 connections, non-streamed).",
         "",
         "| target | req/s c8 | req/s c32 | stream c8 | stream c32 | CPU ms/req | @50/s | @200/s | @500/s "
-        "| stream TTFB @50/s | stream TTFB @200/s | peak RSS MB | errors |",
+        "| stream TTFB @50/s | stream TTFB @200/s | peak RSS MB (after start-up) | errors |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = [name for name in ("direct", "bare") if name in t]
@@ -143,7 +143,8 @@ def markdown(results: dict[str, Any]) -> str:
             else:
                 row.append(_pair(added(res, direct, "chat", "chat", "stream", rate, "first_byte_ms", "p50"),
                                  added(res, direct, "chat", "chat", "stream", rate, "first_byte_ms", "p99")))
-        row += [_fmt(_get(res, "rss_mb", "sum"), 1), _fmt(count_errors(res))]
+        rss, boot = _get(res, "rss_mb", "sum"), _get(res, "rss_mb_after_start", "sum")
+        row += [_fmt(rss, 1) + (f" ({boot:.1f})" if boot is not None else ""), _fmt(count_errors(res))]
         lines.append("| " + " | ".join(row) + " |")
 
     workers = [name for name in t if name.startswith("modelgate-")]

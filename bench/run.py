@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import os
 import platform
 import re
@@ -82,12 +83,11 @@ class Runner:
     def __init__(self, plan: Plan, run_dir: Path) -> None:
         self.plan = plan
         self.run_dir = run_dir
-        self.files = 0
 
     def _body_file(self, call: Call) -> Path:
-        self.files += 1
-        path = self.run_dir / f"body-{self.files}.json"
-        path.write_bytes(call.body)
+        path = self.run_dir / f"body-{hashlib.sha256(call.body).hexdigest()[:12]}.json"
+        if not path.exists():
+            path.write_bytes(call.body)
         return path
 
     def wrk(self, target: Target, call: Call, connections: int, duration: int,
@@ -302,7 +302,9 @@ def measure_simple(runner: Runner, start: Any) -> dict[str, Any]:
         return {"error": str(exc)[-2000:]}
     res: dict[str, Any] = {}
     try:
+        started_rss = procstats.peak_rss_mb(target.proc.pid)
         res = run_target(runner, target)
+        res["rss_mb_after_start"] = started_rss
         res["rss_mb"] = procstats.peak_rss_mb(target.proc.pid)
     finally:
         res["stop"] = target.stop()
@@ -319,7 +321,7 @@ def measure_modelgate(runner: Runner, upstream: Target, run_dir: Path, workers: 
     except Exception as exc:  # any start-up failure is a result to report, not a crash of the run
         print(f"  failed to start: {exc}", flush=True)
         return {"error": str(exc)[-2000:]}
-    res: dict[str, Any] = {"info": target.info}
+    res: dict[str, Any] = {"info": target.info, "rss_mb_after_start": procstats.peak_rss_mb(target.proc.pid)}
     try:
         if full:
             res["chat"] = runner.measure(target, "chat", connections=plan.connections, rates=plan.rates,
