@@ -56,6 +56,16 @@ async def openai_upstream():
 
 
 @pytest.fixture
+async def anthropic_upstream():
+    """A fake messages-protocol upstream (tests/fakes/anthropic_upstream.py) on a random local port."""
+    from tests.fakes.anthropic_upstream import FakeAnthropic
+
+    fake = await FakeAnthropic().start()
+    yield fake
+    await fake.close()
+
+
+@pytest.fixture
 async def gateway(tmp_path):
     """The real gateway served by uvicorn on a random local port (tests/gateway_harness.py)."""
     from tests.gateway_harness import GatewayHarness, harness_settings

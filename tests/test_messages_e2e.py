@@ -11,7 +11,7 @@ import orjson
 import pytest
 from anthropic import AsyncAnthropic
 
-from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply
+from tests.fakes.anthropic_upstream import API_KEY, Reply
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00" * 16).decode()
 WEATHER = {
@@ -20,13 +20,6 @@ WEATHER = {
     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
 }
 CLOCK = {"name": "get_time", "input_schema": {"type": "object", "properties": {"tz": {"type": "string"}}}}
-
-
-@pytest.fixture
-async def anthropic_upstream():
-    fake = await FakeAnthropic().start()
-    yield fake
-    await fake.close()
 
 
 def client(gateway, key: str) -> AsyncAnthropic:

@@ -1,0 +1,156 @@
+"""Cross-protocol calls end to end.
+
+- the official openai SDK → gateway → a messages-protocol upstream (fake Anthropic);
+- the coding-agent workload: the official anthropic SDK, streaming, a long system prompt,
+  dozens of tools and many tool-use turns → gateway → a chat-completions upstream (fake OpenAI).
+"""
+
+from __future__ import annotations
+
+import orjson
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+
+from tests.fakes.anthropic_upstream import API_KEY, Reply
+
+
+async def wire_messages_upstream(gateway, anthropic_upstream):
+    return await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                              upstream_keys=(API_KEY,), name="claude")
+
+
+def openai_client(gateway, key: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+
+LOOKUP = {"type": "function", "function": {
+    "name": "lookup", "description": "Look a word up",
+    "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}}}
+
+
+async def test_openai_sdk_plain_call_to_a_messages_upstream(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    resp = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", max_tokens=64, temperature=0.5, stop=["STOP"],
+        messages=[{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world"}],
+    )
+    assert resp.choices[0].message.content == "Echo: hello world"
+    assert resp.choices[0].finish_reason == "stop"
+    assert resp.id.startswith("chatcmpl-") and resp.model == "claude-haiku-4-5"
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens > 0
+    sent = anthropic_upstream.last.json()
+    assert sent["system"] == "be brief"
+    assert (sent["max_tokens"], sent["temperature"], sent["stop_sequences"]) == (64, 0.5, ["STOP"])
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}]
+
+
+async def test_length_stop_maps_to_finish_reason_length(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    anthropic_upstream.reply_next(Reply(text="cut sh", stop_reason="max_tokens"))
+    resp = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", max_tokens=2, messages=[{"role": "user", "content": "long story"}])
+    assert resp.choices[0].finish_reason == "length"
+
+
+async def test_openai_sdk_stream_from_a_messages_upstream(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    stream = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", stream=True, stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": "stream these five words please"}],
+    )
+    chunks = [c async for c in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == "Echo: stream these five words please"
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    assert chunks[-1].usage.prompt_tokens > 0
+
+
+async def test_openai_sdk_tool_round_trip_through_a_messages_upstream(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    api = openai_client(gateway, wired.key)
+    first = await api.chat.completions.create(
+        model="claude-haiku-4-5", tools=[LOOKUP], tool_choice="auto",
+        messages=[{"role": "user", "content": "please lookup the word"}])
+    message = first.choices[0].message
+    assert first.choices[0].finish_reason == "tool_calls"
+    (call,) = message.tool_calls
+    assert call.function.name == "lookup" and "word" in orjson.loads(call.function.arguments)
+    assert anthropic_upstream.last.json()["tools"][0]["input_schema"] == LOOKUP["function"]["parameters"]
+    second = await api.chat.completions.create(
+        model="claude-haiku-4-5", tools=[LOOKUP],
+        messages=[{"role": "user", "content": "please lookup the word"}, message.model_dump(exclude_none=True),
+                  {"role": "tool", "tool_call_id": call.id, "content": "a definition"}])
+    assert second.choices[0].message.content == "Tool results: a definition"
+    sent = anthropic_upstream.last.json()["messages"]
+    assert sent[1]["role"] == "assistant" and sent[1]["content"][-1]["type"] == "tool_use"
+    assert sent[1]["content"][-1]["id"] == call.id
+    assert sent[2] == {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call.id, "content": [{"type": "text", "text": "a definition"}]}]}
+
+
+async def test_openai_sdk_streamed_tool_call_from_a_messages_upstream(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    stream = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", tools=[LOOKUP], stream=True,
+        messages=[{"role": "user", "content": "lookup something"}])
+    names, arguments, finish = [], "", None
+    async for chunk in stream:
+        choice = chunk.choices[0]
+        for delta in choice.delta.tool_calls or ():
+            if delta.function.name:
+                names.append(delta.function.name)
+            arguments += delta.function.arguments or ""
+        finish = choice.finish_reason or finish
+    assert names == ["lookup"] and "word" in orjson.loads(arguments) and finish == "tool_calls"
+
+
+# --- the coding-agent workload -----------------------------------------------------------------
+
+TOOLS = [
+    {"name": f"tool_{i:02d}", "description": f"Tool number {i}: " + "does things. " * 20,
+     "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "line": {"type": "integer"}},
+                      "required": ["path"]}}
+    for i in range(40)
+]
+SYSTEM = "You are a coding agent. " + "Follow the repository conventions carefully. " * 600
+
+
+def agent_history(turns: int) -> list[dict]:
+    history: list[dict] = [{"role": "user", "content": "Fix the failing test."}]
+    for turn in range(turns):
+        tool_ids = [f"toolu_{turn}_{k}" for k in range(2)]
+        history.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Step {turn}: reading files."},
+            *({"type": "tool_use", "id": tid, "name": TOOLS[(turn + k) % 40]["name"],
+               "input": {"path": f"src/file_{turn}_{k}.py", "line": turn}} for k, tid in enumerate(tool_ids)),
+        ]})
+        history.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": tid, "content": f"contents of file {turn}/{k}\n" * 5}
+            for k, tid in enumerate(tool_ids)
+        ]})
+    return history
+
+
+async def test_coding_agent_long_tool_loop_streamed_to_a_chat_upstream(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    sdk = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+    history = agent_history(12)
+    history.append({"role": "user", "content": [{"type": "text", "text": "call tool tool_05 next"}]})
+    async with sdk.messages.stream(model="gpt-test", max_tokens=4096, system=SYSTEM, tools=TOOLS,
+                                   messages=history) as stream:
+        final = await stream.get_final_message()
+    tool_uses = [b for b in final.content if b.type == "tool_use"]
+    assert final.stop_reason == "tool_use" and len(tool_uses) == 40, "the fake calls every tool in parallel"
+    assert [b.name for b in tool_uses] == [t["name"] for t in TOOLS]
+    assert all(b.input == {"path": "path-value", "line": 1} for b in tool_uses)
+    assert final.usage.input_tokens > 0 and final.usage.output_tokens > 0
+    sent = openai_upstream.last.json()
+    assert sent["stream"] is True and len(sent["tools"]) == 40
+    assert sent["messages"][0] == {"role": "system", "content": SYSTEM}
+    # every turn arrives in order: user, then per step an assistant turn with 2 calls and 2 tool results
+    roles = [m["role"] for m in sent["messages"][1:]]
+    assert roles == ["user"] + ["assistant", "tool", "tool"] * 12 + ["user"]
+    calls = [c["id"] for m in sent["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
+    results = [m["tool_call_id"] for m in sent["messages"] if m["role"] == "tool"]
+    assert calls == results == [f"toolu_{t}_{k}" for t in range(12) for k in range(2)]
