@@ -77,7 +77,7 @@ def _validate_message(index: int, message: Any) -> None:
     if not isinstance(message, dict):
         raise invalid_request(f"'{where}' must be an object")
     role = message.get("role")
-    if role not in ROLES:
+    if not isinstance(role, str) or role not in ROLES:
         raise invalid_request(f"'{where}.role' must be one of system, user, assistant, tool")
     content = message.get("content")
     if isinstance(content, list):
@@ -146,7 +146,8 @@ def _validate_tool_choice(choice: Any, tool_names: set[str]) -> None:
         raise invalid_request("'tool_choice' must be 'auto', 'none', 'required' or the name of a given tool")
     if isinstance(choice, dict):
         function = choice.get("function")
-        if choice.get("type") == "function" and isinstance(function, dict) and function.get("name") in tool_names:
+        name = function.get("name") if isinstance(function, dict) else None
+        if choice.get("type") == "function" and isinstance(name, str) and name in tool_names:
             return
     raise invalid_request("'tool_choice' names a tool that is not in 'tools'")
 

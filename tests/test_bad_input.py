@@ -1,0 +1,84 @@
+"""Malformed input never crashes the gateway: every mutated body gets a clear error in the spec's shape."""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import httpx
+
+CHAT = {
+    "model": "gpt-test", "max_tokens": 20, "temperature": 0.5, "stop": ["x"], "seed": 1,
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+    "tool_choice": "auto",
+    "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
+                 {"role": "assistant", "content": None,
+                  "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": "c1", "content": "r"}],
+}
+MESSAGES = {
+    "model": "gpt-test", "max_tokens": 20, "system": "s", "stop_sequences": ["x"],
+    "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "auto"},
+    "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"},
+                                              {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                                                           "data": "iVBORw0KGgo="}}]}],
+}
+WEIRD: list[Any] = [None, True, -1, 0, 2**70, 1.5e308, "", "x" * 3000, [], {}, [None], {"": None}, "\u0000\ud7ff"]
+
+
+def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += paths(value, prefix + (key,))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            out += paths(value, prefix + (index,))
+    return out
+
+
+def mutate(body: dict[str, Any], rng: random.Random) -> Any:
+    mutated = copy.deepcopy(body)
+    for _ in range(rng.randint(1, 3)):
+        targets = [p for p in paths(mutated) if p]
+        if not targets:
+            return rng.choice(WEIRD)
+        path = rng.choice(targets)
+        parent = mutated
+        for step in path[:-1]:
+            parent = parent[step]
+        if rng.random() < 0.3 and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = rng.choice(WEIRD)
+    return mutated
+
+
+async def test_mutated_bodies_get_spec_shaped_errors_never_500(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], rate_capacity=10_000, rate_refill=1000)
+    rng = random.Random(20261123)
+    seen_statuses: set[int] = set()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        for round_ in range(150):
+            for path, base, headers in (
+                ("/v1/chat/completions", CHAT, {"authorization": f"Bearer {wired.key}"}),
+                ("/alt/v1/messages", MESSAGES, {"x-api-key": wired.key, "alt-version": "2023-06-01"}),
+            ):
+                body = mutate(base, rng)
+                resp = await http.post(path, headers=headers, json=body)
+                seen_statuses.add(resp.status_code)
+                assert resp.status_code < 500 or resp.status_code == 502, (path, body, resp.text)
+                assert resp.headers.get("x-trace-id"), "every answer carries its trace id"
+                if resp.status_code == 400:
+                    error = resp.json()
+                    if path.startswith("/alt"):
+                        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+                    else:
+                        assert error["error"]["code"] == "invalid_request"
+        raw = await http.post("/v1/chat/completions", headers={"authorization": f"Bearer {wired.key}"},
+                              content=b"\xff\xfe{not json")
+        assert raw.status_code == 400
+    assert 400 in seen_statuses and 200 in seen_statuses, seen_statuses
