@@ -27,10 +27,6 @@ from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
 
 log = logging.getLogger(__name__)
 
-# SQLite and asyncpg both cap bound parameters near 32k per statement.
-_MAX_PARAMS = 30000
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -189,11 +185,10 @@ class UsageWriter:
     async def _insert(conn: Any, table: Table, rows: list[Any]) -> None:
         if not rows:
             return
-        chunk = max(1, _MAX_PARAMS // len(table.columns))
         names = [f.name for f in dataclasses.fields(rows[0])]
-        values = [{n: getattr(r, n) for n in names} for r in rows]
-        for start in range(0, len(values), chunk):
-            await conn.execute(insert(table).values(values[start:start + chunk]))
+        # executemany form: one cached compiled statement, batched by the driver layer
+        # (a multi-VALUES statement would be compiled anew for every batch size).
+        await conn.execute(insert(table), [{n: getattr(r, n) for n in names} for r in rows])
 
     def _report_drops(self) -> None:
         for queue in (self._calls, self._events):
