@@ -43,6 +43,8 @@ class Runtime:
         self._publishing: set[asyncio.Task[Any]] = set()
         self._key_hashes: dict[bytes, str] = {}
         self._forced_seen: int | None = None  # last BREAKER_FORCED row applied
+        self._loads_started = 0
+        self._installed_load = 0
 
     async def start(self) -> None:
         settings = self.settings
@@ -105,7 +107,14 @@ class Runtime:
         return digest
 
     async def refresh(self) -> None:
-        self.snapshot = await load_snapshot(self.db, self.box, self.settings)
+        # Loads can overlap (the timer's and a change's); a load that started earlier must not
+        # replace the view of one that started later.
+        self._loads_started += 1
+        started = self._loads_started
+        snapshot = await load_snapshot(self.db, self.box, self.settings)
+        if started > self._installed_load:
+            self._installed_load = started
+            self.snapshot = snapshot
         await self._apply_forced_recoveries()
 
     async def _apply_forced_recoveries(self) -> None:
