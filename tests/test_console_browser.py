@@ -82,6 +82,10 @@ async def sign_in(page) -> None:
     await page.get_by_label("Password").fill(PASSWORD)
     await page.get_by_role("button", name="Sign in").click()
     await expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+    # Wait until the dashboard's own API calls have answered.
+    await expect(page.get_by_test_id("kpi-requests")).to_be_visible()
+    await expect(page.get_by_role("img", name="requests per day")).to_be_visible()
+    await expect(page.locator(".loading")).to_have_count(0)
 
 
 async def open_page(page, label: str, heading: str) -> None:

@@ -392,6 +392,7 @@ export function Table<T>(props: { columns: Column<T>[]; rows: T[]; rowKey: (row:
 
 export function Pager(props: { total: number; limit: number; offset: number; onChange: (offset: number) => void }) {
   const { total, limit, offset } = props;
+  if (total === 0) return null;
   const first = total === 0 ? 0 : offset + 1;
   const last = Math.min(offset + limit, total);
   return (
