@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
@@ -31,6 +33,11 @@ async def prepare(settings: Settings) -> str | None:
         await db.dispose()
 
 
+def prepare_sync(settings: Settings) -> str | None:
+    configure_logging(settings)
+    return asyncio.run(prepare(settings))
+
+
 def configure_logging(settings: Settings) -> None:
     logging.basicConfig(
         level=settings.log_level.upper(),
@@ -43,7 +50,9 @@ def configure_logging(settings: Settings) -> None:
 def run(settings: Settings) -> None:
     configure_logging(settings)
     try:
-        password = asyncio.run(prepare(settings))
+        # In a child process, so Alembic and the migration code never occupy the server's memory.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            password = pool.submit(prepare_sync, settings).result()
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         raise SystemExit(1) from None

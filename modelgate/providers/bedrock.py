@@ -27,10 +27,6 @@ from typing import Any, Mapping
 from urllib.parse import quote, urlsplit
 
 import orjson
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
-from botocore.credentials import Credentials
-from botocore.eventstream import EventStreamBuffer, ParserError
 from yarl import URL
 
 from modelgate.errors import ErrorType, UpstreamError
@@ -203,6 +199,12 @@ def classify_bedrock(status: int, error_type: str, message: str, headers: Mappin
     return UpstreamError(kind, message, status, retry_after_seconds(headers))
 
 
+def botocore_parser_error() -> type[Exception]:
+    from botocore.eventstream import ParserError
+
+    return ParserError
+
+
 class BedrockAdapter:
     wire = "bedrock-converse"
 
@@ -214,6 +216,12 @@ class BedrockAdapter:
         if len(parts) not in (2, 3) or not all(parts):
             raise UpstreamError(ErrorType.AUTHENTICATION_ERROR,
                                 "Bedrock key must be ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] or an API key")
+        # botocore is imported here, not at module level: it costs ~16 MB of memory that only
+        # gateways with a Bedrock provider should pay.
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+
         creds = Credentials(parts[0], parts[1], parts[2] if len(parts) == 3 else None)
         aws = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
         SigV4Auth(creds, service, region_of(endpoint)).add_auth(aws)
@@ -281,6 +289,8 @@ class BedrockStreamDecoder:
     """
 
     def __init__(self) -> None:
+        from botocore.eventstream import EventStreamBuffer  # lazily, as in BedrockAdapter._sign
+
         self._buffer = EventStreamBuffer()
         self._started = False
         self._ended = False
@@ -297,7 +307,7 @@ class BedrockStreamDecoder:
                 self._on(message.headers, message.payload, out)
                 if self._ended:
                     break
-        except ParserError as exc:
+        except botocore_parser_error() as exc:
             self._ended = True
             out.append(StreamError(ErrorType.UPSTREAM_ERROR.value, f"Bedrock sent a malformed event stream: {exc}"))
         return out

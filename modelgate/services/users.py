@@ -15,7 +15,18 @@ from modelgate.storage.models import User
 ROLES = ("ADMIN", "USER")
 MIN_PASSWORD_LENGTH = 8
 # Verified against when the user does not exist, so a login takes as long either way.
-_DUMMY_HASH = passwords.hash_password(secrets.token_urlsafe(16))
+_dummy_hash: str | None = None
+
+
+def dummy_hash() -> str:
+    """A hash to verify against for unknown users, so a login's timing does not reveal them.
+
+    Made on first use: hashing at import would cost every process (CLI included) a hash.
+    """
+    global _dummy_hash
+    if _dummy_hash is None:
+        _dummy_hash = passwords.hash_password(secrets.token_urlsafe(16))
+    return _dummy_hash
 
 
 def _role(role: str) -> str:
@@ -98,7 +109,7 @@ class UserService:
         async with self.ctx.tx() as s:
             user = (await s.execute(select(User).where(User.username == username))).scalar_one_or_none()
             if user is None:
-                passwords.verify_password(_DUMMY_HASH, password)
+                passwords.verify_password(dummy_hash(), password)
                 return None
             if not passwords.verify_password(user.password_hash, password) or not user.enabled:
                 return None
