@@ -262,3 +262,46 @@ async def test_catalog_filters_and_error_envelope(page, gateway, shots):
     await expect(page.get_by_role("table", name="Blocked addresses")).to_contain_text("203.0.113.0/24")
     assert [e.cidr for e in await gateway.services.blacklist.list()] == ["203.0.113.0/24"]
 
+
+
+async def test_open_breaker_force_recovery_and_events(page, gateway, openai_upstream, shots):
+    from modelgate.errors import ErrorType, UpstreamError
+    from modelgate.routing.breaker import BreakerState, EventContext
+    from modelgate.services.events import EventService
+
+    wiring = await gateway.wire(openai_upstream.base_url, ["gpt-test"], name="flaky")
+    channel_id = wiring.channel_ids[0]
+    provider = await gateway.services.providers.get(wiring.provider_id)
+    endpoint = f"p{provider.id}:k{provider.keys[0].id}"
+    breakers = gateway.runtime.executor.breakers
+    # The upstream faults the executor would report, until the breaker opens.
+    ctx = EventContext(channel_id=channel_id, model="gpt-test")
+    while breakers.state(endpoint) is not BreakerState.OPEN:
+        breakers.record(endpoint, UpstreamError(ErrorType.SERVICE_UNAVAILABLE, "upstream answered 503", 503), ctx)
+
+    await sign_in(page)
+    await open_page(page, "Providers & channels", "Providers & channels")
+    row = page.get_by_role("table", name="Channels").get_by_role("row").filter(has_text="flaky-channel")
+    await expect(row).to_contain_text("OPEN")
+    await expect(row).to_contain_text("retry in")
+    await page.screenshot(path=str(shots / "breaker-open.png"))
+    await row.get_by_role("button", name="Force recovery").click()
+    await expect(row).to_contain_text("CLOSED")
+    await expect(row.get_by_role("button", name="Force recovery")).to_have_count(0)
+    assert breakers.state(endpoint) is BreakerState.CLOSED
+
+    recorded = EventService(gateway.runtime.db)
+
+    async def events_written() -> bool:
+        page_ = await recorded.list(event_type="BREAKER_FORCED", channel_id=None, limit=10, offset=0)
+        return page_.total == 1
+
+    await eventually(events_written, "the resilience events to be stored")
+    await open_page(page, "Resilience events", "Resilience events")
+    events = page.get_by_role("table", name="Events")
+    await expect(events.get_by_role("row").filter(has_text="Forced recovery")).to_contain_text(endpoint)
+    await page.get_by_label("Event type").select_option("BREAKER_OPENED")
+    await expect(events.get_by_role("row")).to_have_count(2)
+    opened = events.get_by_role("row").filter(has_text="Breaker opened")
+    await expect(opened).to_contain_text("flaky-channel")
+    await expect(opened).to_contain_text("SERVICE_UNAVAILABLE")
