@@ -331,3 +331,28 @@ async def test_clean_shutdown_loses_no_call_log_row(tmp_path, openai_upstream):
         rows = (await s.scalars(select(CallLog))).all()
     await db.dispose()
     assert len(rows) == calls and {r.status for r in rows} == {200}
+
+
+async def test_idle_stream_gets_keepalives_and_a_stalled_one_an_error_event(tmp_path, openai_upstream):
+    from tests.gateway_harness import GatewayHarness, harness_settings
+
+    settings = harness_settings(tmp_path)
+    settings.gateway.stream_keepalive_seconds = 0.2
+    harness = await GatewayHarness(settings).start()
+    try:
+        wired = await harness.wire(openai_upstream.base_url, ["gpt-test"], timeout_seconds=1.5)
+        openai_upstream.chunk_delay = 0.5  # quieter than the keep-alive period, within the stall limit
+        async with httpx.AsyncClient(timeout=30) as http:
+            resp = await http.post(f"{harness.url}/v1/chat/completions",
+                                   headers={"authorization": f"Bearer {wired.key}"},
+                                   json={**GOOD, "stream": True, "messages": [{"role": "user", "content": "a b"}]})
+        assert ": keep-alive\n\n" in resp.text and resp.text.endswith("data: [DONE]\n\n")
+        openai_upstream.chunk_delay = 3.0  # silent for longer than the application's timeout
+        async with httpx.AsyncClient(timeout=30) as http:
+            resp = await http.post(f"{harness.url}/v1/chat/completions",
+                                   headers={"authorization": f"Bearer {wired.key}"},
+                                   json={**GOOD, "stream": True})
+        last = resp.text.strip().split("\n\n")[-1]
+        assert last.startswith("data: ") and '"code":"TIMEOUT_ERROR"' in last
+    finally:
+        await harness.stop()

@@ -64,6 +64,8 @@ class StreamHandle:
     usage: Usage = field(default_factory=Usage)
     ended: bool = False  # no more upstream data will be relayed
     failure: UpstreamError | None = None  # why the stream ended early, if it did
+    last_data: float = 0.0  # monotonic time of the last upstream bytes
+    last_sent: float = 0.0  # monotonic time of the last bytes sent to the client
 
 
 def merge_usage(current: Usage, update: Usage | None) -> Usage:
@@ -201,19 +203,39 @@ class InferenceHandler:
         record.first_byte_ms = (time.perf_counter() - started) * 1000.0
         pump = asyncio.ensure_future(call.pump(handle, send))
         watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        keepalive = self.rt.settings.gateway.stream_keepalive_seconds
+        gap_limit = call.ctx.app.timeout_seconds
+        failure: UpstreamError | None = None
         try:
-            done, _ = await asyncio.wait((pump, watcher), return_when=asyncio.FIRST_COMPLETED)
-            failure = None
-            if pump in done:
-                failure = pump.result()
-                if failure is not None:
-                    record.error_code = failure.error_type.value
-                    log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
-                                failure.message)
-            else:
-                pump.cancel()
-                record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
-                log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+            # One timer per keep-alive period watches the stream, rather than a timeout per read.
+            while True:
+                done, _ = await asyncio.wait((pump, watcher), timeout=keepalive,
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if pump in done:
+                    failure = pump.result()
+                    break
+                if watcher in done:
+                    pump.cancel()
+                    record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
+                    log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+                    break
+                now = time.monotonic()
+                if now - handle.last_data >= gap_limit:
+                    pump.cancel()
+                    await asyncio.gather(pump, return_exceptions=True)
+                    failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {gap_limit:.0f} s")
+                    await send({"type": "http.response.body", "more_body": True,
+                                "body": call.codec.stream_error(failure.error_type.value, failure.message)})
+                    await send({"type": "http.response.body", "body": b""})
+                    break
+                if now - handle.last_sent >= keepalive:
+                    handle.last_sent = now
+                    await send({"type": "http.response.body", "more_body": True,
+                                "body": handle.encoder.keepalive() if handle.encoder else b": keep-alive\n\n"})
+            if failure is not None:
+                record.error_code = failure.error_type.value
+                log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
+                            failure.message)
             # Settles the endpoint's breaker outcome: a clean end or a disconnect is no upstream fault.
             self.rt.executor.report(call.ctx, failure)
         finally:
@@ -333,6 +355,8 @@ class _Call:
             out = handle.tap.filter(chunk)
             if handle.tap.usage is not None:
                 handle.usage = handle.tap.usage
+            # The protocol's end marker ends the relay, whenever the upstream closes its side.
+            handle.ended = handle.tap.finished
             return out
         return self._encode(handle, handle.decoder.feed(chunk), first)  # type: ignore[union-attr]
 
@@ -367,27 +391,21 @@ class _Call:
         return self._encode(handle, handle.decoder.close(), first)  # type: ignore[union-attr]
 
     async def pump(self, handle: StreamHandle, send: Send) -> UpstreamError | None:
-        """Forward the stream; returns the upstream failure that cut it short, if any."""
+        """Forward the stream; returns the upstream failure that cut it short, if any.
+
+        Keep-alives and the stall limit are the relay's business (InferenceHandler._relay).
+        """
+        handle.last_sent = handle.last_data = time.monotonic()
         await send({"type": "http.response.body", "body": handle.first, "more_body": True})
-        keepalive = self.h.rt.settings.gateway.stream_keepalive_seconds
-        gap_limit = self.ctx.app.timeout_seconds
         content = handle.response.content
         failure: UpstreamError | None = None  # raised while reading, not yet told to the client
-        last_data = time.monotonic()
         try:
             while not handle.ended:
-                try:
-                    async with asyncio.timeout(keepalive):
-                        chunk = await content.readany()
-                except TimeoutError:
-                    if time.monotonic() - last_data >= gap_limit:
-                        raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream stream stalled")
-                    await send({"type": "http.response.body", "body": handle.encoder.keepalive()
-                                if handle.encoder else b": keep-alive\n\n", "more_body": True})
-                    continue
-                last_data = time.monotonic()
+                chunk = await content.readany()
+                handle.last_data = time.monotonic()
                 out = self._translate(handle, chunk) if chunk else self._finish(handle)
                 if out:
+                    handle.last_sent = handle.last_data
                     await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as err:
             failure = err

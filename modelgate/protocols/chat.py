@@ -446,17 +446,16 @@ class ChatStreamTap:
         self._parser = sse.SSEParser()
 
     def filter(self, chunk: bytes) -> bytes:
-        events = self._parser.feed(chunk)
-        if not events:
+        raws = self._parser.feed_raw(chunk)
+        if not raws:
             return b""
         out = []
-        for event in events:
-            data = event.data
-            if data == "[DONE]":
-                self.finished = True
-            elif '"usage":{' in data or '"usage": {' in data:
+        for raw in raws:
+            # Only the rare events with a usage object or [DONE] are decoded.
+            if b'"usage":{' in raw or b'"usage": {' in raw:
+                event = sse.parse_event(raw)
                 try:
-                    parsed = orjson.loads(data)
+                    parsed = orjson.loads(event.data) if event is not None else None
                 except orjson.JSONDecodeError:
                     parsed = None
                 usage = chunk_usage(parsed) if isinstance(parsed, dict) else None
@@ -464,5 +463,7 @@ class ChatStreamTap:
                     self.usage = usage
                     if not self.client_wants_usage and not parsed.get("choices"):
                         continue
-            out.append(event.raw)
+            elif b"[DONE]" in raw and (event := sse.parse_event(raw)) is not None and event.data == "[DONE]":
+                self.finished = True
+            out.append(raw)
         return b"".join(out)

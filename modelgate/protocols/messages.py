@@ -685,8 +685,12 @@ class MessagesStreamTap:
         self._raw: dict[str, Any] = {}  # vendor usage fields, cumulative
 
     def filter(self, chunk: bytes) -> bytes:
-        for frame in self._parser.feed(chunk):
-            event = frame.event
+        for raw in self._parser.feed_raw(chunk):
+            # Content deltas, the bulk of a stream, are skipped without decoding.
+            if b"message_" not in raw:
+                continue
+            frame = sse.parse_event(raw)
+            event = frame.event if frame is not None else None
             if event not in self._WATCHED:
                 continue
             if event == "message_stop":

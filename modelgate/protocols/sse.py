@@ -26,22 +26,24 @@ class SSEParser:
         self._buffer = b""
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
+        return [event for raw in self.feed_raw(chunk) if (event := parse_event(raw)) is not None]
+
+    def feed_raw(self, chunk: bytes) -> list[bytes]:
+        """The complete events in the stream so far, as bytes; pass-through taps look at
+        these without decoding them (the hot path of a relayed stream)."""
         buffer = self._buffer + chunk if self._buffer else chunk
         if b"\r" in buffer:
             buffer = buffer.replace(b"\r\n", b"\n")
-        events = []
+        raws = []
         start = 0
         while True:
             end = buffer.find(b"\n\n", start)
             if end < 0:
                 break
-            raw = buffer[start : end + 2]
+            raws.append(buffer[start : end + 2])
             start = end + 2
-            event = parse_event(raw)
-            if event is not None:
-                events.append(event)
         self._buffer = buffer[start:]
-        return events
+        return raws
 
     @property
     def pending(self) -> bytes:
