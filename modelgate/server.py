@@ -13,6 +13,7 @@ from pathlib import Path
 
 from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
 from modelgate.config import Settings
+from modelgate.logs import configure_logging
 from modelgate.services import Services
 from modelgate.storage.db import Database
 
@@ -34,21 +35,12 @@ async def prepare(settings: Settings) -> str | None:
 
 
 def prepare_sync(settings: Settings) -> str | None:
-    configure_logging(settings)
+    configure_logging(settings.log_level)
     return asyncio.run(prepare(settings))
 
 
-def configure_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-plugin start-up lines are noise
-
-
 def run(settings: Settings) -> None:
-    configure_logging(settings)
+    configure_logging(settings.log_level)
     try:
         # In a child process, so Alembic and the migration code never occupy the server's memory.
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from modelgate import errors
@@ -13,8 +12,10 @@ from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
 from modelgate.gateway.runtime import Runtime
+from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
+from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.app")
 
@@ -49,15 +50,15 @@ class GatewayApp:
             if path == "/v1/models":
                 return await self.inference.list_models(scope, receive, send)
             if path == "/healthz":
-                return await send_bytes(send, 200, b'{"status":"ok"}', str(uuid.uuid4()))
+                return await send_bytes(send, 200, b'{"status":"ok"}', new_trace_id())
             if path == "/metrics":
                 body, content_type = metrics.render()
-                return await send_bytes(send, 200, body, str(uuid.uuid4()), content_type.encode())
+                return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
         if self.management is not None and not path.startswith(("/v1/", "/alt/")):
             return await self.management(scope, receive, send)
         protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT
         err = errors.not_found(f"No route for {method} {scope['path']}")
-        await send_error(send, err, protocol, str(uuid.uuid4()))
+        await send_error(send, err, protocol, new_trace_id())
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -78,6 +79,7 @@ class GatewayApp:
                 return
 
     async def startup(self) -> None:
+        configure_logging(self.settings.log_level)  # again in each worker process
         await self.runtime.start()
         self.management = management_app(self.runtime)
 
@@ -107,7 +109,7 @@ def management_app(runtime: Runtime) -> Any:
         routes.append(Mount("/console", app=console))
 
     async def not_found(request: Any, exc: Exception) -> Response:
-        trace_id = str(uuid.uuid4())
+        trace_id = new_trace_id()
         body = errors.envelope_error(errors.not_found(f"No route for {request.method} {request.url.path}"), trace_id)
         return Response(body, 404, {"x-trace-id": trace_id}, media_type="application/json")
 

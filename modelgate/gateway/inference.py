@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +44,7 @@ from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
 from modelgate.storage.usage_writer import CallRecord
+from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.gateway")
 
@@ -113,7 +113,7 @@ class InferenceHandler:
     # --- GET /v1/models --------------------------------------------------------
 
     async def list_models(self, scope: Scope, receive: Receive, send: Send) -> None:
-        trace_id = str(uuid.uuid4())
+        trace_id = new_trace_id()
         headers = request_headers(scope)
         try:
             _, app = await self.authenticate(_bearer(headers), self.client_ip(scope, headers))
@@ -130,7 +130,7 @@ class InferenceHandler:
 
     async def infer(self, scope: Scope, receive: Receive, send: Send, codec: ClientCodec) -> None:
         started = time.perf_counter()
-        trace_id = str(uuid.uuid4())
+        trace_id = new_trace_id()
         headers = request_headers(scope)
         ip = self.client_ip(scope, headers)
         protocol = codec.protocol

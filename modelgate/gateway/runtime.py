@@ -11,6 +11,7 @@ from typing import Any
 import aiohttp
 from sqlalchemy import select
 
+from modelgate import logs
 from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
@@ -75,6 +76,7 @@ class Runtime:
         self.checks = UpstreamChecks(self)
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="snapshot-refresh"))
+        self._tasks.append(asyncio.create_task(self._flush_logs(), name="log-flush"))
         if self.redis is not None:
             self._tasks.append(asyncio.create_task(self._listen_for_changes(), name="config-changes"))
         if self.executor.lifecycle is not None:
@@ -92,6 +94,7 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.writer.stop()
+        logs.flush()
         await self.http.close()
         await self.db.dispose()
         if self.redis is not None:
@@ -164,6 +167,11 @@ class Runtime:
             except Exception as exc:  # the periodic refresh still runs; retry the subscription
                 log.warning("Redis subscription lost (%r); retrying in 5 s", exc)
                 await asyncio.sleep(5)
+
+    async def _flush_logs(self) -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            logs.flush()
 
     async def _refresh_loop(self) -> None:
         interval = self.settings.gateway.cache_refresh_seconds
