@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import multiprocessing
+import subprocess
 import os
 import shutil
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
-from modelgate.config import Settings
+from modelgate.config import Settings, load_settings
 from modelgate.logs import configure_logging
 from modelgate.services import Services
 from modelgate.storage.db import Database
@@ -34,17 +33,12 @@ async def prepare(settings: Settings) -> str | None:
         await db.dispose()
 
 
-def prepare_sync(settings: Settings) -> str | None:
-    configure_logging(settings.log_level)
-    return asyncio.run(prepare(settings))
-
-
-def run(settings: Settings) -> None:
+def prepare_main() -> None:
+    """`python -m modelgate.server`: the start-up preparation, run before the server starts."""
+    settings = load_settings()
     configure_logging(settings.log_level)
     try:
-        # In a child process, so Alembic and the migration code never occupy the server's memory.
-        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            password = pool.submit(prepare_sync, settings).result()
+        password = asyncio.run(prepare(settings))
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         raise SystemExit(1) from None
@@ -54,6 +48,15 @@ def run(settings: Settings) -> None:
             "This password is shown once; change it after logging in.\n",
             flush=True,
         )
+
+
+def run(settings: Settings) -> None:
+    configure_logging(settings.log_level)
+    # In a child process, so Alembic and the migration code never occupy the server's memory.
+    # It reads the same environment (and MODELGATE_CONFIG) as this process.
+    prepared = subprocess.run([sys.executable, "-m", "modelgate.server"], check=False)
+    if prepared.returncode != 0:
+        raise SystemExit(prepared.returncode)
     server = settings.server
     if server.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # Workers share metrics through files; stale files of an earlier run would be counted again.
@@ -92,3 +95,7 @@ def run(settings: Settings) -> None:
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=30,
     )
+
+
+if __name__ == "__main__":
+    prepare_main()
