@@ -37,6 +37,8 @@ class FailoverPlanner:
         self._cooldown_until: dict[str, float] = {}  # endpoint id -> monotonic time
 
     def order_routes(self, routes: list[Route]) -> list[Route]:
+        if len(routes) < 2:  # the common case, on the hot path
+            return routes
         ordered: list[Route] = []
         for _, group in groupby(sorted(routes, key=lambda r: r.priority), key=lambda r: r.priority):
             ordered.extend(self._weighted_shuffle(list(group)))
