@@ -320,7 +320,8 @@ class _Call:
             raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
         try:
             if resp.status >= 400:
-                data = await asyncio.wait_for(resp.read(), timeout)
+                async with asyncio.timeout(timeout):
+                    data = await resp.read()
                 raise adapter.classify_error(resp.status, data, resp.headers)
             if native:
                 handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
@@ -329,7 +330,8 @@ class _Call:
                                       encoder=self.codec.stream_encoder(self.model, self.body))
             # Everything up to the first byte for the client may still be retried or failed over.
             while not handle.first:
-                chunk = await asyncio.wait_for(resp.content.readany(), self._timeout())
+                async with asyncio.timeout(self._timeout()):  # unlike wait_for, no task per read
+                    chunk = await resp.content.readany()
                 if chunk:
                     handle.first = self._translate(handle, chunk, first=True)
                     continue

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -185,10 +186,11 @@ class UsageWriter:
     async def _insert(conn: Any, table: Table, rows: list[Any]) -> None:
         if not rows:
             return
-        names = [f.name for f in dataclasses.fields(rows[0])]
+        names = tuple(f.name for f in dataclasses.fields(rows[0]))
+        values = operator.attrgetter(*names)
         # executemany form: one cached compiled statement, batched by the driver layer
         # (a multi-VALUES statement would be compiled anew for every batch size).
-        await conn.execute(insert(table), [{n: getattr(r, n) for n in names} for r in rows])
+        await conn.execute(insert(table), [dict(zip(names, values(r))) for r in rows])
 
     def _report_drops(self) -> None:
         for queue in (self._calls, self._events):
