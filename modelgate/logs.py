@@ -32,6 +32,12 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
 
 def configure_logging(level: str) -> None:
     """Idempotent: the server process and each of its workers call it."""
+    # Our format shows no source location; skipping the stack walk that finds it is the
+    # optimisation the logging documentation gives for this.
+    logging._srcfile = None  # type: ignore[attr-defined]
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     root = logging.getLogger()
     root.setLevel(level.upper())
     if not any(isinstance(h, BufferedStreamHandler) for h in root.handlers):

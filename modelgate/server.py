@@ -92,6 +92,7 @@ def run(settings: Settings) -> None:
         http="httptools",
         lifespan="on",
         access_log=False,
+        proxy_headers=False,  # X-Forwarded-For is honoured by the gateway itself, when configured
         log_level=settings.log_level.lower(),
         timeout_graceful_shutdown=30,
     )

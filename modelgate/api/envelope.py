@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any, Generic, TypeVar
 
 from fastapi import FastAPI, Request
@@ -21,6 +20,7 @@ from modelgate.errors import (
     error_body,
     internal_error,
 )
+from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.api")
 T = TypeVar("T")
@@ -88,7 +88,7 @@ class TraceMiddleware:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        tid = state.get("trace_id") or str(uuid.uuid4())
+        tid = state.get("trace_id") or new_trace_id()
         state["trace_id"] = tid
         started = False
 
