@@ -7,6 +7,7 @@ handling. Auth refusals use the short bodies of 7.3 on every path.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -201,37 +202,24 @@ class InferenceHandler:
                     "headers": [*SSE_HEADERS, (b"x-trace-id", trace_id.encode())]})
         record.status = 200
         record.first_byte_ms = (time.perf_counter() - started) * 1000.0
-        pump = asyncio.ensure_future(call.pump(handle, send))
-        watcher = asyncio.ensure_future(_wait_disconnect(receive))
-        keepalive = self.rt.settings.gateway.stream_keepalive_seconds
-        gap_limit = call.ctx.app.timeout_seconds
         failure: UpstreamError | None = None
+        watch = _StreamWatch(handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds,
+                             call.ctx.app.timeout_seconds)
         try:
-            # One timer per keep-alive period watches the stream, rather than a timeout per read.
-            while True:
-                done, _ = await asyncio.wait((pump, watcher), timeout=keepalive,
-                                             return_when=asyncio.FIRST_COMPLETED)
-                if pump in done:
-                    failure = pump.result()
-                    break
-                if watcher in done:
-                    pump.cancel()
-                    record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
-                    log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
-                    break
-                now = time.monotonic()
-                if now - handle.last_data >= gap_limit:
-                    pump.cancel()
-                    await asyncio.gather(pump, return_exceptions=True)
-                    failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {gap_limit:.0f} s")
-                    await send({"type": "http.response.body", "more_body": True,
-                                "body": call.codec.stream_error(failure.error_type.value, failure.message)})
-                    await send({"type": "http.response.body", "body": b""})
-                    break
-                if now - handle.last_sent >= keepalive:
-                    handle.last_sent = now
-                    await send({"type": "http.response.body", "more_body": True,
-                                "body": handle.encoder.keepalive() if handle.encoder else b": keep-alive\n\n"})
+            try:
+                failure = await call.pump(handle, send)
+            except asyncio.CancelledError:
+                if watch.reason is None:
+                    raise  # cancelled from outside (server shutdown)
+                asyncio.current_task().uncancel()  # type: ignore[union-attr]
+            if watch.reason == "disconnected":
+                record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
+                log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+            elif watch.reason == "stalled":
+                failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {watch.gap_limit:.0f} s")
+                await send({"type": "http.response.body", "more_body": True,
+                            "body": call.codec.stream_error(failure.error_type.value, failure.message)})
+                await send({"type": "http.response.body", "body": b""})
             if failure is not None:
                 record.error_code = failure.error_type.value
                 log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
@@ -239,7 +227,7 @@ class InferenceHandler:
             # Settles the endpoint's breaker outcome: a clean end or a disconnect is no upstream fault.
             self.rt.executor.report(call.ctx, failure)
         finally:
-            watcher.cancel()
+            watch.close()
             handle.response.close()
             record.prompt_tokens = handle.usage.input_tokens
             record.completion_tokens = handle.usage.output_tokens
@@ -423,6 +411,63 @@ class _Call:
 async def _wait_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+
+
+class _StreamWatch:
+    """Watches a relayed stream from the side while the relay reads and writes it.
+
+    The relay runs in the request's own task; a client disconnect or an upstream
+    stall cancels that task (with `reason` saying why), and idle periods get
+    keep-alives. A single timer per keep-alive period does this, where a timeout
+    around every read, or a second task for the relay, cost more per stream.
+    """
+
+    def __init__(self, handle: StreamHandle, receive: Receive, send: Send, keepalive: float,
+                 gap_limit: float) -> None:
+        self.handle = handle
+        self.send = send
+        self.keepalive = keepalive
+        self.gap_limit = gap_limit
+        self.reason: str | None = None  # "disconnected" | "stalled", once the relay was cancelled
+        self._task = asyncio.current_task()
+        self._loop = asyncio.get_running_loop()
+        self._sending: asyncio.Future[None] | None = None
+        self._closed = False
+        self._watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        self._watcher.add_done_callback(self._on_disconnect)
+        self._timer = self._loop.call_later(keepalive, self._tick)
+
+    def _stop_relay(self, reason: str) -> None:
+        if self.reason is None and self._task is not None:
+            self.reason = reason
+            self._task.cancel()
+
+    def _on_disconnect(self, watcher: asyncio.Future[None]) -> None:
+        if not watcher.cancelled():
+            self._stop_relay("disconnected")
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now - self.handle.last_data >= self.gap_limit:
+            self._stop_relay("stalled")
+            return
+        if now - self.handle.last_sent >= self.keepalive and (self._sending is None or self._sending.done()):
+            self.handle.last_sent = now
+            self._sending = asyncio.ensure_future(self._send_keepalive())
+        self._timer = self._loop.call_later(self.keepalive, self._tick)
+
+    async def _send_keepalive(self) -> None:
+        if self._closed:  # the relay ended before this task got to run
+            return
+        body = self.handle.encoder.keepalive() if self.handle.encoder else b": keep-alive\n\n"
+        with contextlib.suppress(Exception):  # a client that left is the disconnect watcher's business
+            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+
+    def close(self) -> None:
+        self._closed = True
+        self._timer.cancel()
+        self._watcher.remove_done_callback(self._on_disconnect)
+        self._watcher.cancel()
 
 
 def _error_type(name: str) -> ErrorType:
