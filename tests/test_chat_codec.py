@@ -91,3 +91,21 @@ def test_chat_body_to_ir_to_chat_body_keeps_messages_tools_and_stops(turns, syst
     assert rebuilt["messages"] == body["messages"]
     assert rebuilt.get("stop", []) == stop
     assert [t["function"]["name"] for t in rebuilt.get("tools", [])] == tool_names
+
+
+@given(cuts=st.lists(st.integers(min_value=1, max_value=400), max_size=30), crlf=st.booleans(),
+       wants_usage=st.booleans())
+def test_stream_tap_output_does_not_depend_on_chunking(cuts, crlf, wants_usage):
+    text = [b'data: {"id":"c","choices":[{"index":0,"delta":{"content":"%d"}}],"usage":null}\n\n' % i
+            for i in range(5)]
+    usage = b'data: {"id":"c","choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}\n\n'
+    stream = b"".join(text) + usage + b"data: [DONE]\n\n"
+    expected = stream if wants_usage else b"".join(text) + b"data: [DONE]\n\n"
+    if crlf:
+        stream = stream.replace(b"\n", b"\r\n")
+    tap = codec.native_stream_tap({"stream_options": {"include_usage": wants_usage}})
+    out, position = b"", 0
+    for cut in sorted(set(cuts)) + [len(stream)]:
+        out += tap.filter(stream[position:cut])
+        position = max(position, cut)
+    assert out == expected and tap.usage == Usage(2, 3) and tap.finished

@@ -433,37 +433,56 @@ class ChatStreamEncoder:
 class ChatStreamTap:
     """Reads usage from a pass-through chat stream and hides the usage chunk the gateway asked for.
 
-    Bytes are forwarded event by event as they complete; only an event split
-    across socket reads waits for its remaining bytes.
+    Bytes are forwarded as soon as the events they hold are complete; only an
+    event split across socket reads waits for its remaining bytes. The stream is
+    searched, not split: only the one event holding a usage object is decoded.
     """
 
-    __slots__ = ("client_wants_usage", "usage", "finished", "_parser")
+    __slots__ = ("client_wants_usage", "usage", "finished", "_pending")
 
     def __init__(self, client_wants_usage: bool) -> None:
         self.client_wants_usage = client_wants_usage
         self.usage: Usage | None = None
         self.finished = False
-        self._parser = sse.SSEParser()
+        self._pending = b""
 
     def filter(self, chunk: bytes) -> bytes:
-        raws = self._parser.feed_raw(chunk)
-        if not raws:
+        buffer = self._pending + chunk if self._pending else chunk
+        if b"\r" in buffer:
+            buffer = buffer.replace(b"\r\n", b"\n")
+        end = buffer.rfind(b"\n\n")
+        if end < 0:
+            self._pending = buffer
             return b""
-        out = []
-        for raw in raws:
-            # Only the rare events with a usage object or [DONE] are decoded.
-            if b'"usage":{' in raw or b'"usage": {' in raw:
-                event = sse.parse_event(raw)
-                try:
-                    parsed = orjson.loads(event.data) if event is not None else None
-                except orjson.JSONDecodeError:
-                    parsed = None
-                usage = chunk_usage(parsed) if isinstance(parsed, dict) else None
-                if usage is not None:
-                    self.usage = usage
-                    if not self.client_wants_usage and not parsed.get("choices"):
-                        continue
-            elif b"[DONE]" in raw and (event := sse.parse_event(raw)) is not None and event.data == "[DONE]":
-                self.finished = True
-            out.append(raw)
-        return b"".join(out)
+        out, self._pending = buffer[: end + 2], buffer[end + 2 :]
+        start = 0
+        while (at := _usage_at(out, start)) >= 0:
+            boundary = out.rfind(b"\n\n", 0, at)
+            event_start = boundary + 2 if boundary >= 0 else 0
+            event_end = out.find(b"\n\n", at) + 2
+            if self._read_usage(out[event_start:event_end]):  # the usage-only chunk the client did not ask for
+                out = out[:event_start] + out[event_end:]
+                start = event_start
+            else:
+                start = event_end
+        if b"data: [DONE]" in out:
+            self.finished = True
+        return out
+
+    def _read_usage(self, raw: bytes) -> bool:
+        """Records the event's usage; True when the event must be hidden from the client."""
+        event = sse.parse_event(raw)
+        try:
+            parsed = orjson.loads(event.data) if event is not None else None
+        except orjson.JSONDecodeError:
+            return False
+        usage = chunk_usage(parsed) if isinstance(parsed, dict) else None
+        if usage is None:
+            return False
+        self.usage = usage
+        return not self.client_wants_usage and not parsed.get("choices")
+
+
+def _usage_at(data: bytes, start: int) -> int:
+    found = [i for i in (data.find(b'"usage":{', start), data.find(b'"usage": {', start)) if i >= 0]
+    return min(found) if found else -1
