@@ -356,3 +356,12 @@ async def test_idle_stream_gets_keepalives_and_a_stalled_one_an_error_event(tmp_
         assert last.startswith("data: ") and '"code":"TIMEOUT_ERROR"' in last
     finally:
         await harness.stop()
+
+
+async def test_stream_whose_upstream_never_answers_times_out_within_the_app_timeout(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], timeout_seconds=1.0)
+    openai_upstream.delay = 5.0  # no response headers within the application's timeout
+    started = asyncio.get_running_loop().time()
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "stream": True})
+    assert asyncio.get_running_loop().time() - started < 4.0
+    assert_envelope(resp, 502, "TIMEOUT_ERROR")

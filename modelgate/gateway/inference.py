@@ -297,47 +297,36 @@ class _Call:
     async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:
         adapter, req, native = self._request(route, endpoint)
         timeout = self._timeout()
+        resp: aiohttp.ClientResponse | None = None
         try:
-            resp = await self.h.rt.http.request(
-                req.method, req.url, headers=req.headers, data=req.body,
-                timeout=aiohttp.ClientTimeout(total=None, connect=min(timeout, self.h.rt.connect_timeout)),
-            )
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream connection timed out")
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
-        try:
-            if resp.status >= 400:
-                async with asyncio.timeout(timeout):
-                    data = await resp.read()
-                raise adapter.classify_error(resp.status, data, resp.headers)
-            if native:
-                handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
-            else:
-                handle = StreamHandle(resp, b"", decoder=adapter.stream_decoder(),
-                                      encoder=self.codec.stream_encoder(self.model, self.body))
-            # Everything up to the first byte for the client may still be retried or failed over.
-            while not handle.first:
-                async with asyncio.timeout(self._timeout()):  # unlike wait_for, no task per read
+            # One deadline up to the first byte for the client: until then the executor may still
+            # retry or fail over.
+            async with asyncio.timeout(timeout):
+                resp = await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
+                                                    timeout=self.h.rt.stream_timeout)
+                if resp.status >= 400:
+                    raise adapter.classify_error(resp.status, await resp.read(), resp.headers)
+                if native:
+                    handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
+                else:
+                    handle = StreamHandle(resp, b"", decoder=adapter.stream_decoder(),
+                                          encoder=self.codec.stream_encoder(self.model, self.body))
+                while not handle.first:
                     chunk = await resp.content.readany()
-                if chunk:
-                    handle.first = self._translate(handle, chunk, first=True)
-                    continue
-                handle.first = self._finish(handle, first=True)
-                if not handle.first or handle.failure is not None:
-                    raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream closed the stream without data")
+                    if chunk:
+                        handle.first = self._translate(handle, chunk, first=True)
+                        continue
+                    handle.first = self._finish(handle, first=True)
+                    if not handle.first or handle.failure is not None:
+                        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream closed the stream without data")
             return handle
-        except UpstreamError:
-            resp.close()
-            raise
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            resp.close()
-            raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream sent no data before the timeout")
-        except aiohttp.ClientError as exc:
-            resp.close()
-            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
-        except BaseException:
-            resp.close()
+        except BaseException as exc:
+            if resp is not None:
+                resp.close()
+            if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
+                raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing within {timeout:.0f} s")
+            if isinstance(exc, aiohttp.ClientError):
+                raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
             raise
 
     def _translate(self, handle: StreamHandle, chunk: bytes, first: bool = False) -> bytes:

@@ -38,7 +38,8 @@ class Runtime:
         self.clock = clock
         self.snapshot = Snapshot()
         self.limiter = TokenBucketLimiter(settings.gateway.rate_limit)
-        self.connect_timeout = settings.upstream.connect_timeout_seconds
+        # Streams: only the connect phase has an aiohttp timeout; the rest is watched by the relay.
+        self.stream_timeout = aiohttp.ClientTimeout(total=None, connect=settings.upstream.connect_timeout_seconds)
         self._refresh_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._publishing: set[asyncio.Task[Any]] = set()
