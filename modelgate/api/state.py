@@ -3,39 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from modelgate.catalog import Catalog
 from modelgate.config import Settings
+from modelgate.routing.health import HealthCheckResult
 from modelgate.storage.db import Database
 
 if TYPE_CHECKING:
     from modelgate.routing.breaker import BreakerRegistry
     from modelgate.services import Services
-
-
-@dataclass(slots=True)
-class EndpointCheck:
-    """The outcome of probing one endpoint (base URL + upstream key) of a channel."""
-
-    endpoint_id: str
-    ok: bool
-    latency_ms: float
-    error_type: str | None = None  # an ErrorType name when not ok
-    message: str | None = None  # never holds an upstream key
-
-
-@dataclass(slots=True)
-class HealthCheckResult:
-    channel_id: int
-    ok: bool  # at least one endpoint answered
-    latency_ms: float  # of the fastest healthy endpoint, else of the last try
-    error_type: str | None = None
-    message: str | None = None
-    model: str | None = None  # the model used for the probe, if any
-    endpoints: list[EndpointCheck] = field(default_factory=list)
 
 
 # Runs a live health check of one channel. Raises GatewayError 404 for an unknown channel.

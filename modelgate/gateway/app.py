@@ -27,7 +27,7 @@ class GatewayApp:
         self.inference = InferenceHandler(self.runtime)
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
-        self.management: Any = None  # built at start-up, once services exist
+        self.management: Any = None  # the management API and console, built on first use
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -54,8 +54,8 @@ class GatewayApp:
             if path == "/metrics":
                 body, content_type = metrics.render()
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
-        if self.management is not None and not path.startswith(("/v1/", "/alt/")):
-            return await self.management(scope, receive, send)
+        if not path.startswith(("/v1/", "/alt/")):
+            return await (self.management or self._build_management())(scope, receive, send)
         protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT
         err = errors.not_found(f"No route for {method} {scope['path']}")
         await send_error(send, err, protocol, new_trace_id())
@@ -81,7 +81,12 @@ class GatewayApp:
     async def startup(self) -> None:
         configure_logging(self.settings.log_level)  # again in each worker process
         await self.runtime.start()
+
+    def _build_management(self) -> Any:
+        # On first use: a worker that only serves inference never loads the management API,
+        # its framework and the plan catalog (about 15 MB).
         self.management = management_app(self.runtime)
+        return self.management
 
 
 def management_app(runtime: Runtime) -> Any:

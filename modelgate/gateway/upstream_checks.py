@@ -8,10 +8,10 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from modelgate.api.state import EndpointCheck, HealthCheckResult
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.registry import get_kind
+from modelgate.routing.health import EndpointCheck, HealthCheckResult
 from modelgate.routing.snapshot import Route
 
 CHECK_TIMEOUT_SECONDS = 15.0
