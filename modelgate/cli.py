@@ -332,18 +332,10 @@ async def _migrate(settings: Settings) -> None:
         await db.dispose()
 
 
-async def _init(settings: Settings) -> str | None:
-    from modelgate.auth.crypto import load_secret_box
-    from modelgate.services import Services
-    from modelgate.storage.db import Database
+async def _prepare(settings: Settings) -> str | None:
+    from modelgate.server import prepare  # what `serve` runs first: migrate, then the first admin
 
-    box = load_secret_box(settings)
-    db = Database.from_settings(settings)
-    try:
-        await db.migrate()
-        return await Services(db, box, settings).users.ensure_initial_admin()
-    finally:
-        await db.dispose()
+    return await prepare(settings)
 
 
 async def _with_services(settings: Settings, handler: Handler, args: argparse.Namespace) -> None:
@@ -519,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_migrate(settings))
             emit(args, {"migrated": True}, lambda: print("Database schema is up to date."))
         elif special == "init":
-            password = asyncio.run(_init(settings))
+            password = asyncio.run(_prepare(settings))
             emit(args, {"admin_password": password}, lambda: print(
                 f"Created the first console user: admin / {password}\nThis password is shown once; change it after logging in."
                 if password else "Database ready; users already exist, no admin created."

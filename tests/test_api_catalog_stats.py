@@ -8,7 +8,8 @@ import pytest
 
 from modelgate.catalog import CatalogError, load_catalog
 from modelgate.providers.registry import KINDS
-from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
+from modelgate.routing.events import ResilienceEventData
+from modelgate.storage.usage_writer import CallRecord, UsageWriter
 from tests import test_api_base as base
 from tests.test_api_base import Env, as_admin, as_user, assert_envelope_error
 
@@ -244,9 +245,9 @@ async def test_resilience_events_newest_first_filtered_paged(api: Env) -> None:
     writer = UsageWriter(api.state.db, api.state.settings)
     base = api.clock()
     for i in range(5):
-        writer.record_event(EventRecord(event_type="FAILOVER", created_at=base - timedelta(minutes=10 - i),
+        writer.record_event(ResilienceEventData(event_type="FAILOVER", created_at=base - timedelta(minutes=10 - i),
                                         channel_id=1 + i % 2, endpoint="p1:k1", detail=f"e{i}"))
-    writer.record_event(EventRecord(event_type="BREAKER_OPENED", created_at=base, channel_id=1,
+    writer.record_event(ResilienceEventData(event_type="BREAKER_OPENED", created_at=base, channel_id=1,
                                     error_type="UPSTREAM_ERROR"))
     await writer.flush()
     c = await as_admin(api)

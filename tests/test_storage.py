@@ -85,8 +85,9 @@ async def test_postgres_migration_matches_models(pg_database):
 async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, settings):
     from datetime import datetime, timedelta
 
+    from modelgate.routing.events import ResilienceEventData
     from modelgate.services import Services
-    from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
+    from modelgate.storage.usage_writer import CallRecord, UsageWriter
 
     svc = Services(pg_database, secret_box, settings)
     await svc.providers.create("oa", "openai", keys=["upstream-key-pg-4242"])
@@ -102,7 +103,7 @@ async def test_postgres_services_snapshot_and_usage(pg_database, secret_box, set
 
     writer = UsageWriter(pg_database, settings)
     writer.record(CallRecord("t-pg", "chat", "gpt", 200, api_key_id=created.key.id, prompt_tokens=3))
-    writer.record_event(EventRecord("FAILOVER", channel_id=route.channel_id))
+    writer.record_event(ResilienceEventData("FAILOVER", channel_id=route.channel_id))
     assert await writer.flush() == 2
     page = await svc.call_log.query(since=datetime.now(UTC) - timedelta(minutes=1))
     assert [r.trace_id for r in page.items] == ["t-pg"]

@@ -3,8 +3,9 @@ import uuid
 
 from sqlalchemy import func, select
 
+from modelgate.routing.events import ResilienceEventData
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
-from modelgate.storage.usage_writer import CallRecord, EventRecord, UsageWriter
+from modelgate.storage.usage_writer import CallRecord, UsageWriter
 
 
 def _call(i: int = 0, **kw) -> CallRecord:
@@ -24,7 +25,7 @@ async def test_record_is_sync_and_flush_writes_all_columns(database, settings):
     call = _call(5, api_key_id=None, stream=True, error_code="UPSTREAM_ERROR", first_byte_ms=12.5,
                  client_ip="10.0.0.1", attempts=3, channel_id=4, provider_kind="openai")
     assert writer.record(call) is None
-    writer.record_event(EventRecord("FAILOVER", trace_id=call.trace_id, channel_id=4, endpoint="p1:k2",
+    writer.record_event(ResilienceEventData("FAILOVER", trace_id=call.trace_id, channel_id=4, endpoint="p1:k2",
                                     model="m2", error_type="UPSTREAM_ERROR", detail="to channel 5"))
     assert writer.pending == 2
     assert await writer.flush() == 2
@@ -45,7 +46,7 @@ async def test_stop_drains_everything(database, settings):
     writer.start()
     for i in range(1234):
         writer.record(_call(i))
-    writer.record_event(EventRecord("BREAKER_OPENED", endpoint="p1:k1"))
+    writer.record_event(ResilienceEventData("BREAKER_OPENED", endpoint="p1:k1"))
     await writer.stop()
     assert await _count(database, CallLog) == 1234
     assert await _count(database, ResilienceEvent) == 1

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import Table, insert, update
 
 from modelgate.config import Settings
+from modelgate.routing.events import ResilienceEventData
 from modelgate.storage.db import Database
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
 
@@ -53,20 +54,6 @@ class CallRecord:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     client_ip: str | None = None
-
-
-@dataclass(slots=True)
-class EventRecord:
-    """One resilience event: the ResilienceEvent columns except id."""
-
-    event_type: str  # RETRY_EXHAUSTED | FAILOVER | BREAKER_* | MODEL_DEPRECATED
-    created_at: datetime = field(default_factory=_now)
-    trace_id: str | None = None
-    channel_id: int | None = None
-    endpoint: str | None = None
-    model: str | None = None
-    error_type: str | None = None
-    detail: str = ""
 
 
 class _Queue:
@@ -118,7 +105,7 @@ class UsageWriter:
         if len(self._calls.rows) >= self.batch_size:
             self._wake.set()
 
-    def record_event(self, event: EventRecord) -> None:
+    def record_event(self, event: ResilienceEventData) -> None:
         self._events.append(event)
         if len(self._events.rows) >= self.batch_size:
             self._wake.set()
