@@ -228,3 +228,23 @@ def test_breakers_are_independent_per_endpoint(breakers: BreakerRegistry) -> Non
     open_breaker(breakers)
     assert breakers.acquire("p1:k2")
     assert breakers.state("p1:k2") is BreakerState.CLOSED
+
+
+
+def test_window_memory_is_bounded_by_its_span_not_the_call_rate(breakers, clock):
+    ctx = EventContext("trace-1", 7, "gpt-4o")
+    for _ in range(120):  # two minutes at 1,000 successful calls a second
+        for _ in range(1000):
+            breakers.record(EP, None, ctx)
+        clock.advance(1.0)
+    window = breakers._get(EP).window
+    assert len(window.buckets) <= 61 and window.calls <= 61_000
+    # Then two failures in every three calls (never 5 in a row): the rate opens it once the
+    # successes of the past minute have left the window.
+    seconds = 0
+    while breakers.state(EP) is BreakerState.CLOSED and seconds < 70:
+        for i in range(999):
+            breakers.record(EP, None if i % 3 == 2 else FAIL, ctx)
+        clock.advance(1.0)
+        seconds += 1
+    assert breakers.state(EP) is BreakerState.OPEN and 20 <= seconds <= 61
