@@ -203,19 +203,22 @@ class InferenceHandler:
         record.status = 200
         record.first_byte_ms = (time.perf_counter() - started) * 1000.0
         failure: UpstreamError | None = None
-        watch = _StreamWatch(handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds,
-                             call.ctx.app.timeout_seconds)
+        # A stream the upstream already finished (short answers of fast models) is written out at
+        # once: there is no upstream call left to cancel or to keep alive.
+        watch = None if handle.ended else _StreamWatch(
+            handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds, call.ctx.app.timeout_seconds)
         try:
             try:
                 failure = await call.pump(handle, send)
             except asyncio.CancelledError:
-                if watch.reason is None:
+                if watch is None or watch.reason is None:
                     raise  # cancelled from outside (server shutdown)
                 asyncio.current_task().uncancel()  # type: ignore[union-attr]
-            if watch.reason == "disconnected":
+            reason = watch.reason if watch is not None else None
+            if reason == "disconnected":
                 record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
                 log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
-            elif watch.reason == "stalled":
+            elif reason == "stalled":
                 failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {watch.gap_limit:.0f} s")
                 await send({"type": "http.response.body", "more_body": True,
                             "body": call.codec.stream_error(failure.error_type.value, failure.message)})
@@ -227,7 +230,8 @@ class InferenceHandler:
             # Settles the endpoint's breaker outcome: a clean end or a disconnect is no upstream fault.
             self.rt.executor.report(call.ctx, failure)
         finally:
-            watch.close()
+            if watch is not None:
+                watch.close()
             handle.response.close()
             record.prompt_tokens = handle.usage.input_tokens
             record.completion_tokens = handle.usage.output_tokens
