@@ -277,3 +277,12 @@ async def test_model_not_found_three_times_deprecates_the_instance(gw, openai_up
     with pytest.raises(openai.NotFoundError):
         await client.chat.completions.create(model="old-model", messages=MESSAGES)
     assert len(openai_upstream.requests) == 3
+    # An admin re-activates it; if the upstream still lacks the model, it is deprecated again.
+    instance = next(m for m in await gw.services.models.list() if m.model_id == "old-model")
+    await gw.services.models.reactivate(instance.id)
+    await gw.runtime.refresh()
+    for _ in range(3):
+        with pytest.raises(openai.APIStatusError):
+            await client.chat.completions.create(model="old-model", messages=MESSAGES)
+    assert len(await events(gw, "MODEL_DEPRECATED")) == 2
+    assert (await gw.services.models.get(instance.id)).state == "DEPRECATED"

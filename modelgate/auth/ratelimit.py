@@ -76,7 +76,6 @@ return tostring(wait)
 
 class RedisTokenBucketLimiter:
     def __init__(self, redis: Any, defaults: RateLimitSettings, prefix: str) -> None:
-        self._redis = redis
         self._defaults = defaults
         self._prefix = prefix
         self._script = redis.register_script(_TAKE)

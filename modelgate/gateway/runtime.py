@@ -119,6 +119,9 @@ class Runtime:
         if started > self._installed_load:
             self._installed_load = started
             self.snapshot = snapshot
+            if self.executor.lifecycle is not None:
+                self.executor.lifecycle.routable_again(
+                    {r.model_instance_id for routes in snapshot.routes_by_model.values() for r in routes})
         await self._apply_forced_recoveries()
 
     async def _apply_forced_recoveries(self) -> None:

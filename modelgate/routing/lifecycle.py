@@ -83,6 +83,11 @@ class LifecycleMonitor:
         self._deprecated.discard(model_instance_id)
         self._seen.pop(model_instance_id, None)
 
+    def routable_again(self, routable: set[int]) -> None:
+        """Instances this process deprecated that are routable again were re-activated by an admin."""
+        for instance in self._deprecated & routable:
+            self.reactivated(instance)
+
 
 ModelLister = Callable[[Endpoint], Awaitable[list[str]]]
 # Performs one upstream request: (status, headers, body).
