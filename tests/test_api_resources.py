@@ -158,8 +158,11 @@ async def test_user_manages_only_own_applications_and_keys(api: Env) -> None:
 
 async def test_provider_kinds_and_crud_never_leak_upstream_key(api: Env) -> None:
     c = await as_admin(api)
-    kinds = {k["kind"] for k in (await c.get("/api/v1/providers/kinds")).json()["data"]}
-    assert {"openai", "openai-compatible"} <= kinds
+    listed = (await c.get("/api/v1/providers/kinds")).json()["data"]
+    kinds = {k["kind"] for k in listed}
+    assert {"openai", "openai-compatible"} <= kinds and len(kinds) == 21
+    # kinds without a default base URL tell the admin what to enter
+    assert all(k["baseUrlNote"] for k in listed if k["defaultBaseUrl"] is None)
     provider, _ = await _provider_and_channel(c)
     assert provider["keys"][0]["hint"] == UPSTREAM_SECRET[-4:]
     for path in ("/api/v1/providers", f"/api/v1/providers/{provider['id']}", "/api/v1/channels"):

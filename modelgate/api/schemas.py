@@ -140,6 +140,7 @@ class ProviderKindOut(BaseModel):
     kind: str
     label: str
     defaultBaseUrl: str | None
+    baseUrlNote: str = Field("", description="what to enter as base URL where there is no default or it varies")
     docsUrl: str
     keyRequired: bool
 

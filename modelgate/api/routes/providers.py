@@ -24,8 +24,8 @@ async def kinds(request: Request, admin: Admin) -> Response:
     from modelgate.providers.registry import KINDS
 
     return ok(request, [
-        ProviderKindOut(kind=k.name, label=k.label, defaultBaseUrl=k.default_base_url, docsUrl=k.docs_url,
-                        keyRequired=k.key_required)
+        ProviderKindOut(kind=k.name, label=k.label, defaultBaseUrl=k.default_base_url, baseUrlNote=k.base_url_note,
+                        docsUrl=k.docs_url, keyRequired=k.key_required)
         for k in KINDS.values()
     ])
 

@@ -135,6 +135,7 @@ export interface ProviderKind {
   kind: string;
   label: string;
   defaultBaseUrl: string | null;
+  baseUrlNote: string;
   docsUrl: string;
   keyRequired: boolean;
 }

@@ -171,7 +171,7 @@ function ProviderForm({ kinds, onClose, onDone }: { kinds: ProviderKind[]; onClo
         <input name="name" required value={name} placeholder={`e.g. ${kind}-main`}
           onInput={(e) => setName(e.currentTarget.value)} />
       </Field>
-      <Field label="Base URL" wide hint={info?.defaultBaseUrl ? 'Leave empty for the public endpoint.' : 'Required for this kind.'}>
+      <Field label="Base URL" wide hint={info?.baseUrlNote || (info?.defaultBaseUrl ? 'Leave empty for the public endpoint.' : 'Required for this kind.')}>
         <input name="baseUrl" type="url" value={baseUrl} required={!info?.defaultBaseUrl}
           placeholder={info?.defaultBaseUrl ?? 'https://host/v1'} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
       </Field>
