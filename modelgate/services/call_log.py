@@ -28,6 +28,7 @@ class CallLogService:
     async def query(
         self,
         *,
+        application_ids: list[int] | None = None,
         api_key_id: int | None = None,
         model: str | None = None,
         status: int | None = None,
@@ -37,10 +38,15 @@ class CallLogService:
         limit: int = 50,
         offset: int = 0,
     ) -> Page:
-        """Newest first. `since` is inclusive, `until` exclusive. Page.items are CallLogView."""
+        """Newest first. `since` is inclusive, `until` exclusive. Page.items are CallLogView.
+
+        `application_ids` restricts the rows to those applications (a USER's own); None = all.
+        """
         if not 1 <= limit <= MAX_PAGE or offset < 0:
             raise validation_error(f"limit must be 1..{MAX_PAGE} and offset non-negative")
         conditions = []
+        if application_ids is not None:
+            conditions.append(CallLog.application_id.in_(application_ids or [-1]))
         if api_key_id is not None:
             conditions.append(CallLog.api_key_id == api_key_id)
         if model is not None:

@@ -18,7 +18,6 @@ from sqlalchemy import Date, case, cast, func, select
 
 from modelgate.catalog import Catalog
 from modelgate.errors import validation_error
-from modelgate.services.views import CallLogView, Page
 from modelgate.storage.db import Database
 from modelgate.storage.models import CallLog, ModelInstance
 
@@ -166,38 +165,3 @@ class StatsService:
             del entry["unpricedModels"]
             out.append(entry)
         return out
-
-    async def calls(
-        self,
-        *,
-        application_ids: list[int],
-        api_key_id: int | None = None,
-        model: str | None = None,
-        status: int | None = None,
-        trace_id: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        limit: int = 50,
-        offset: int = 0,
-    ) -> Page:
-        """The call log restricted to some applications (a USER's own), newest first."""
-        conditions = [CallLog.application_id.in_(application_ids or [-1])]
-        for column, value in ((CallLog.api_key_id, api_key_id), (CallLog.model, model), (CallLog.status, status),
-                              (CallLog.trace_id, trace_id)):
-            if value is not None:
-                conditions.append(column == value)
-        if since is not None:
-            conditions.append(CallLog.created_at >= self._instant(since))
-        if until is not None:
-            conditions.append(CallLog.created_at < self._instant(until))
-        async with self.db.session() as s:
-            total = await s.scalar(select(func.count()).select_from(CallLog).where(*conditions))
-            rows = await s.scalars(
-                select(CallLog).where(*conditions).order_by(CallLog.created_at.desc(), CallLog.id.desc())
-                .limit(limit).offset(offset)
-            )
-            return Page([CallLogView.of(r) for r in rows.all()], int(total or 0), limit, offset)
-
-    def _instant(self, value: datetime) -> datetime:
-        value = value if value.tzinfo else value.replace(tzinfo=UTC)
-        return value.astimezone(UTC).replace(tzinfo=None) if self.db.is_sqlite else value

@@ -96,16 +96,14 @@ async def call_logs(
 ) -> Response:
     allowed = await owned_application_ids(mg, session)
     service: CallLogService = mg.services.call_log
-    if allowed is None and applicationId is None:
-        page = await service.query(api_key_id=keyId, model=model, status=status, trace_id=traceId, since=since,
-                                   until=until, limit=limit, offset=offset)
-    else:
+    ids: list[int] | None = None
+    if allowed is not None or applicationId is not None:
         # Scoped to applications: a USER sees their own applications' calls only.
         ids = allowed if allowed is not None else [applicationId]
         if applicationId is not None:
             ids = [applicationId] if applicationId in ids else []
-        page = await _stats(request).calls(application_ids=ids, api_key_id=keyId, model=model, status=status,
-                                           trace_id=traceId, since=since, until=until, limit=limit, offset=offset)
+    page = await service.query(application_ids=ids, api_key_id=keyId, model=model, status=status, trace_id=traceId,
+                               since=since, until=until, limit=limit, offset=offset)
     return ok(request, CallLogPage(items=[CallLogOut.of(r) for r in page.items], total=page.total,
                                    limit=page.limit, offset=page.offset))
 
