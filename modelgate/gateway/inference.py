@@ -162,7 +162,7 @@ class InferenceHandler:
             if stream:
                 handle = await self.rt.executor.run(ctx, routes, call.open_stream)
                 _note_route(record, ctx)
-                await self._relay(scope, receive, send, call, handle, record, started)
+                await self._relay(receive, send, call, handle, record, started)
             else:
                 payload, usage = await self.rt.executor.run(ctx, routes, call.complete)
                 _note_route(record, ctx)
@@ -179,8 +179,10 @@ class InferenceHandler:
             record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
         except Exception:
             log.exception("internal error trace_id=%s", trace_id)
-            record.status, record.error_code = 500, "INTERNAL_ERROR"
-            await send_error(send, errors.internal_error(), protocol, trace_id)
+            record.error_code = "INTERNAL_ERROR"
+            if record.first_byte_ms is None:  # else the stream's headers are out: it just ends
+                record.status = 500
+                await send_error(send, errors.internal_error(), protocol, trace_id)
         finally:
             record.latency_ms = (time.perf_counter() - started) * 1000.0
             self.rt.writer.record(record)
@@ -193,8 +195,7 @@ class InferenceHandler:
                 )
 
     async def _relay(
-        self, scope: Scope, receive: Receive, send: Send, call: "_Call", handle: StreamHandle,
-        record: CallRecord, started: float,
+        self, receive: Receive, send: Send, call: "_Call", handle: StreamHandle, record: CallRecord, started: float,
     ) -> None:
         """Relay an opened stream chunk by chunk; a client disconnect cancels the upstream read."""
         trace_id = call.ctx.trace_id
