@@ -305,3 +305,19 @@ async def test_open_breaker_force_recovery_and_events(page, gateway, openai_upst
     opened = events.get_by_role("row").filter(has_text="Breaker opened")
     await expect(opened).to_contain_text("flaky-channel")
     await expect(opened).to_contain_text("SERVICE_UNAVAILABLE")
+
+
+async def test_deprecated_model_is_reactivated_from_the_console(page, gateway, openai_upstream):
+    await gateway.wire(openai_upstream.base_url, ["gpt-test", "gpt-old"], name="lifecycle")
+    instance = next(m for m in await gateway.services.models.list() if m.model_id == "gpt-old")
+    await gateway.services.models.update(instance.id, state="DEPRECATED")  # as the lifecycle probe does
+
+    await sign_in(page)
+    await open_page(page, "Providers & channels", "Providers & channels")
+    row = page.get_by_role("table", name="Channels").get_by_role("row").filter(has_text="lifecycle-channel")
+    await expect(row).to_contain_text("gpt-old · deprecated")
+    await expect(row.get_by_role("button", name="Re-activate")).to_have_count(1)  # only the deprecated one
+    await row.get_by_role("button", name="Re-activate").click()
+    await expect(row.get_by_role("button", name="Re-activate")).to_have_count(0)
+    await expect(row).not_to_contain_text("deprecated")
+    assert (await gateway.services.models.get(instance.id)).state == "ACTIVE"

@@ -224,6 +224,8 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
   };
   const recover = (c: Channel) =>
     run(() => api.post(`/channels/${c.id}/breaker/recover`), 'Breakers forced closed; calls flow again').then(reload);
+  const reactivate = (m: Channel['models'][number]) =>
+    run(() => api.post(`/models/${m.id}/reactivate`), `Model “${m.modelId}” is routed again`).then(reload);
   const toggle = (c: Channel) =>
     run(() => api.post(`/channels/${c.id}/${c.enabled ? 'disable' : 'enable'}`), c.enabled ? 'Channel disabled' : 'Channel enabled')
       .then(reload);
@@ -249,8 +251,14 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
             render: (c) => (
               <div class="chips">
                 {c.models.map((m) => (
-                  <Badge key={m.id} tone={m.state === 'ACTIVE' ? 'violet' : m.state === 'DEPRECATED' ? 'amber' : 'gray'}
-                    title={`${m.upstreamModel} · ${m.state}`}>{m.modelId}{m.state !== 'ACTIVE' ? ` · ${m.state.toLowerCase()}` : ''}</Badge>
+                  <span key={m.id} class="model-chip">
+                    <Badge tone={m.state === 'ACTIVE' ? 'violet' : m.state === 'DEPRECATED' ? 'amber' : 'gray'}
+                      title={`${m.upstreamModel} · ${m.state}`}>{m.modelId}{m.state !== 'ACTIVE' ? ` · ${m.state.toLowerCase()}` : ''}</Badge>
+                    {m.state !== 'ACTIVE' && (
+                      <Button size="sm" variant="ghost" title="Route calls to this model again"
+                        onClick={() => reactivate(m)}>Re-activate</Button>
+                    )}
+                  </span>
                 ))}
                 {c.models.length === 0 && <span class="muted">none</span>}
               </div>
