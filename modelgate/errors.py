@@ -131,6 +131,21 @@ def from_upstream(err: UpstreamError) -> GatewayError:
     return GatewayError(502, err.error_type.value, err.message)
 
 
+def redact(text: str, secret: str) -> str:
+    """Removes an upstream key from a provider's error text, whole or in recognisable pieces.
+
+    Some providers quote the key they refused; callers must never see one (spec 5 rule 7).
+    """
+    if len(secret) < 8:
+        return text.replace(secret, "[redacted]") if secret else text
+    text = text.replace(secret, "[redacted]")
+    for start in range(len(secret) - 11):
+        piece = secret[start : start + 12]
+        if piece in text:
+            text = text.replace(piece, "[redacted]")
+    return text
+
+
 def utc_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

@@ -365,3 +365,15 @@ async def test_stream_whose_upstream_never_answers_times_out_within_the_app_time
     resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, {**GOOD, "stream": True})
     assert asyncio.get_running_loop().time() - started < 4.0
     assert_envelope(resp, 502, "TIMEOUT_ERROR")
+
+
+async def test_a_provider_quoting_the_upstream_key_never_shows_it_to_the_caller(gateway, openai_upstream):
+    secret = "sk-upstream-secret-0123456789abcdef"
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], upstream_keys=(secret,))
+    for quoted in (secret, f"{secret[:16]}...{secret[-4:]}"):
+        openai_upstream.fail_next(401, {"error": {"message": f"Incorrect API key provided: {quoted}",
+                                                  "type": "invalid_request_error", "code": "invalid_api_key"}})
+        resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
+        body = assert_envelope(resp, 502, "AUTHENTICATION_ERROR")
+        assert "Incorrect API key provided" in body["error"]["message"]
+        assert secret not in resp.text and secret[:12] not in resp.text

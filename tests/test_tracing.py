@@ -15,3 +15,4 @@ def test_trace_ids_are_distinct_time_ordered_uuids():
         assert before <= parsed.int >> 80 <= after
     # milliseconds lead, so ids sort by creation time (what keeps the call log's index cheap)
     assert [i[:13] for i in ids] == sorted(i[:13] for i in ids)
+

@@ -287,7 +287,7 @@ class _Call:
         except aiohttp.ClientError as exc:
             raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
         if status >= 400:
-            raise adapter.classify_error(status, data, resp_headers)
+            raise _refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = adapter.parse_response(data)
             return self.codec.encode_response(resp_ir, self.model), resp_ir.usage
@@ -310,7 +310,7 @@ class _Call:
                 resp = await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
                                                     timeout=self.h.rt.stream_timeout)
                 if resp.status >= 400:
-                    raise adapter.classify_error(resp.status, await resp.read(), resp.headers)
+                    raise _refusal(adapter, resp.status, await resp.read(), resp.headers, endpoint)
                 if native:
                     handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
                 else:
@@ -349,6 +349,8 @@ class _Call:
         out = []
         for event in events:
             if isinstance(event, StreamError):
+                if self.ctx.endpoint is not None:
+                    event.message = errors.redact(event.message, self.ctx.endpoint.api_key)
                 error = UpstreamError(_error_type(event.error_type), event.message)
                 if first and not out:
                     # Nothing reached the client yet: let the executor retry or fail over.
@@ -462,6 +464,13 @@ class _StreamWatch:
         self._timer.cancel()
         self._watcher.remove_done_callback(self._on_disconnect)
         self._watcher.cancel()
+
+
+def _refusal(adapter: Any, status: int, body: bytes, headers: Any, endpoint: Endpoint) -> UpstreamError:
+    """The classified upstream error, with the endpoint's key taken out of the provider's text."""
+    error = adapter.classify_error(status, body, headers)
+    error.message = errors.redact(error.message, endpoint.api_key)
+    return error
 
 
 def _error_type(name: str) -> ErrorType:

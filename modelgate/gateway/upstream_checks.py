@@ -8,6 +8,7 @@ from typing import Any, Mapping
 
 import aiohttp
 
+from modelgate import errors
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.registry import get_kind
@@ -45,7 +46,8 @@ class UpstreamChecks:
                 raise adapter.classify_error(status, body, headers)
         except UpstreamError as err:
             latency = (time.perf_counter() - started) * 1000.0
-            return EndpointCheck(endpoint.id, False, latency, err.error_type.value, err.message)
+            return EndpointCheck(endpoint.id, False, latency, err.error_type.value,
+                                 errors.redact(err.message, endpoint.api_key))
         return EndpointCheck(endpoint.id, True, (time.perf_counter() - started) * 1000.0)
 
     async def health_check(self, channel_id: int) -> HealthCheckResult:
