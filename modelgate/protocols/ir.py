@@ -9,6 +9,7 @@ Everything here is plain data: no I/O, no framework types.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -21,6 +22,9 @@ class TextPart:
     text: str
 
 
+_DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.S)
+
+
 @dataclass(slots=True)
 class ImagePart:
     """An image given either by URL or inline as base64 data."""
@@ -28,6 +32,17 @@ class ImagePart:
     url: str | None = None
     data: str | None = None
     media_type: str | None = None
+
+    def inline(self) -> tuple[str, str] | None:
+        """(media type, base64 data) of an inline image, given as data or as a `data:` URL."""
+        if self.data is not None:
+            return self.media_type or "image/png", self.data
+        match = _DATA_URL.match(self.url or "")
+        return (match.group(1), match.group(2)) if match else None
+
+    def as_url(self) -> str:
+        """The image as one URL (inline images as a `data:` URL), for wire formats that take URLs."""
+        return self.url or f"data:{self.media_type or 'image/png'};base64,{self.data}"
 
 
 @dataclass(slots=True)

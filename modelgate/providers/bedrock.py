@@ -95,13 +95,11 @@ def region_of(endpoint: Endpoint) -> str:
 
 
 def _image(img: ImagePart) -> dict[str, Any]:
-    data, media = img.data, img.media_type
-    if data is None:
-        match = re.match(r"data:([^;,]+);base64,(.*)", img.url or "", re.S)
-        if not match:
-            raise UpstreamError(ErrorType.INVALID_REQUEST, "Bedrock accepts only inline (base64) images, not image URLs")
-        media, data = match.group(1), match.group(2)
-    fmt = _IMAGE_FORMATS.get((media or "image/png").lower())
+    inline = img.inline()
+    if inline is None:
+        raise UpstreamError(ErrorType.INVALID_REQUEST, "Bedrock accepts only inline (base64) images, not image URLs")
+    media, data = inline
+    fmt = _IMAGE_FORMATS.get(media.lower())
     if fmt is None:
         raise UpstreamError(ErrorType.INVALID_REQUEST, f"Bedrock does not accept images of type {media}")
     return {"image": {"format": fmt, "source": {"bytes": data}}}

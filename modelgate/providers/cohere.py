@@ -42,6 +42,7 @@ from modelgate.protocols.ir import (
     Usage,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
+from modelgate.providers.openai_chat import function_tools
 
 DEFAULT_BASE_URL = "https://api.cohere.com"
 
@@ -55,10 +56,6 @@ _FINISH: dict[str, StopReason] = {
 }
 
 
-def _image_url(img: ImagePart) -> str:
-    return img.url or f"data:{img.media_type or 'image/png'};base64,{img.data}"
-
-
 def _content(parts: list[Any]) -> str | list[dict[str, Any]]:
     if all(isinstance(p, TextPart) for p in parts):
         return "".join(p.text for p in parts)
@@ -67,7 +64,7 @@ def _content(parts: list[Any]) -> str | list[dict[str, Any]]:
         if isinstance(p, TextPart):
             out.append({"type": "text", "text": p.text})
         elif isinstance(p, ImagePart):
-            out.append({"type": "image_url", "image_url": {"url": _image_url(p)}})
+            out.append({"type": "image_url", "image_url": {"url": p.as_url()}})
     return out
 
 
@@ -128,11 +125,7 @@ def build_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     if choice and choice.mode == "tool":
         tools = [t for t in tools if t.name == choice.name]
     if tools:
-        body["tools"] = [
-            {"type": "function",
-             "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
-            for t in tools
-        ]
+        body["tools"] = function_tools(tools)
         if choice and choice.mode in ("required", "tool"):
             body["tool_choice"] = "REQUIRED"
         elif choice and choice.mode == "none":

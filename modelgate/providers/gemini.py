@@ -19,7 +19,6 @@ Mapping notes (also in docs/providers.md):
 from __future__ import annotations
 
 import mimetypes
-import re
 import uuid
 from typing import Any, Mapping
 from urllib.parse import quote
@@ -148,12 +147,10 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
 
 
 def _image_part(img: ImagePart) -> dict[str, Any]:
-    if img.data is not None:
-        return {"inlineData": {"mimeType": img.media_type or "image/png", "data": img.data}}
+    inline = img.inline()
+    if inline is not None:
+        return {"inlineData": {"mimeType": inline[0], "data": inline[1]}}
     url = img.url or ""
-    match = re.match(r"data:([^;,]+);base64,(.*)", url, re.S)
-    if match:
-        return {"inlineData": {"mimeType": match.group(1), "data": match.group(2)}}
     mime = img.media_type or mimetypes.guess_type(url.split("?", 1)[0])[0] or "image/jpeg"
     return {"fileData": {"mimeType": mime, "fileUri": url}}
 

@@ -17,7 +17,6 @@ Mapping notes (also in docs/providers.md):
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any, Mapping
 
@@ -44,6 +43,7 @@ from modelgate.protocols.ir import (
     Usage,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
+from modelgate.providers.openai_chat import function_tools
 
 DEFAULT_BASE_URL = "http://localhost:11434"
 
@@ -51,11 +51,9 @@ _DONE: dict[str, StopReason] = {"stop": "stop", "length": "length"}
 
 
 def _image_data(img: ImagePart) -> str:
-    if img.data is not None:
-        return img.data
-    match = re.match(r"data:[^;,]+;base64,(.*)", img.url or "", re.S)
-    if match:
-        return match.group(1)
+    inline = img.inline()
+    if inline is not None:
+        return inline[1]
     raise UpstreamError(ErrorType.INVALID_REQUEST, "Ollama accepts only inline (base64) images, not image URLs")
 
 
@@ -127,11 +125,7 @@ def build_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     elif choice and choice.mode == "tool":
         tools = [t for t in tools if t.name == choice.name]
     if tools:
-        body["tools"] = [
-            {"type": "function",
-             "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
-            for t in tools
-        ]
+        body["tools"] = function_tools(tools)
     return body
 
 

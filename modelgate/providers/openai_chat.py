@@ -22,6 +22,7 @@ from modelgate.protocols.ir import (
     TextPart,
     ThinkingDelta,
     ThinkingPart,
+    Tool,
     ToolCall,
     ToolCallDelta,
     ToolCallStart,
@@ -38,12 +39,6 @@ def _text_of(parts: list[Any]) -> str:
     return "".join(p.text for p in parts if isinstance(p, TextPart))
 
 
-def _image_url(part: ImagePart) -> str:
-    if part.url:
-        return part.url
-    return f"data:{part.media_type or 'image/png'};base64,{part.data}"
-
-
 def _user_content(parts: list[Any]) -> str | list[dict[str, Any]]:
     if all(isinstance(p, TextPart) for p in parts):
         return _text_of(parts)
@@ -52,7 +47,7 @@ def _user_content(parts: list[Any]) -> str | list[dict[str, Any]]:
         if isinstance(part, TextPart):
             content.append({"type": "text", "text": part.text})
         elif isinstance(part, ImagePart):
-            content.append({"type": "image_url", "image_url": {"url": _image_url(part)}})
+            content.append({"type": "image_url", "image_url": {"url": part.as_url()}})
     return content
 
 
@@ -89,6 +84,15 @@ def messages_to_openai(req: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
+def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
+    """Tool definitions in the `{type: function, function: {...}}` form several wire formats share."""
+    return [
+        {"type": "function",
+         "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
+        for t in tools
+    ]
+
+
 def request_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req)}
     if req.max_tokens is not None:
@@ -102,11 +106,7 @@ def request_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     if req.response_format:
         body["response_format"] = req.response_format
     if req.tools:
-        body["tools"] = [
-            {"type": "function",
-             "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
-            for t in req.tools
-        ]
+        body["tools"] = function_tools(req.tools)
         choice = req.tool_choice
         if choice is not None:
             if choice.mode == "tool":
