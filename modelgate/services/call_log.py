@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
 
-from modelgate.errors import validation_error
 from modelgate.services.context import ServiceContext
-from modelgate.services.views import CallLogView, Page
+from modelgate.services.views import CallLogView, Page, newest_first
 from modelgate.storage.models import CallLog
 
 MAX_PAGE = 1000
@@ -42,8 +40,6 @@ class CallLogService:
 
         `application_ids` restricts the rows to those applications (a USER's own); None = all.
         """
-        if not 1 <= limit <= MAX_PAGE or offset < 0:
-            raise validation_error(f"limit must be 1..{MAX_PAGE} and offset non-negative")
         conditions = []
         if application_ids is not None:
             conditions.append(CallLog.application_id.in_(application_ids or [-1]))
@@ -60,12 +56,7 @@ class CallLogService:
         if until is not None:
             conditions.append(CallLog.created_at < self._bound(until))
         async with self.ctx.tx() as s:
-            total = await s.scalar(select(func.count()).select_from(CallLog).where(*conditions))
-            rows = await s.scalars(
-                select(CallLog).where(*conditions).order_by(CallLog.created_at.desc(), CallLog.id.desc())
-                .limit(limit).offset(offset)
-            )
-            return Page([CallLogView.of(r) for r in rows.all()], int(total or 0), limit, offset)
+            return await newest_first(s, CallLog, conditions, CallLogView.of, limit, offset, MAX_PAGE)
 
     def _bound(self, value: datetime) -> datetime:
         if self.ctx.db.is_sqlite:

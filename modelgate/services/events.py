@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select
 
 from modelgate.errors import validation_error
-from modelgate.services.views import Page, as_utc
+from modelgate.services.views import Page, as_utc, newest_first
 from modelgate.storage.db import Database
 from modelgate.storage.models import ResilienceEvent
 
@@ -50,8 +49,6 @@ class EventService:
         offset: int = 0,
     ) -> Page:
         """Newest first; Page.items are EventView."""
-        if not 1 <= limit <= MAX_PAGE or offset < 0:
-            raise validation_error(f"limit must be 1..{MAX_PAGE} and offset non-negative")
         conditions = []
         if event_type is not None:
             kind = event_type.upper()
@@ -61,9 +58,4 @@ class EventService:
         if channel_id is not None:
             conditions.append(ResilienceEvent.channel_id == channel_id)
         async with self.db.session() as s:
-            total = await s.scalar(select(func.count()).select_from(ResilienceEvent).where(*conditions))
-            rows = await s.scalars(
-                select(ResilienceEvent).where(*conditions)
-                .order_by(ResilienceEvent.created_at.desc(), ResilienceEvent.id.desc()).limit(limit).offset(offset)
-            )
-            return Page([EventView.of(e) for e in rows.all()], int(total or 0), limit, offset)
+            return await newest_first(s, ResilienceEvent, conditions, EventView.of, limit, offset, MAX_PAGE)

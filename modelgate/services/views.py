@@ -4,8 +4,12 @@ except `CreatedApiKey.plaintext`, which exists once, at creation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, Callable
 from datetime import UTC, datetime
 
+from sqlalchemy import func, select
+
+from modelgate.errors import validation_error
 from modelgate.storage import models as m
 
 
@@ -195,3 +199,16 @@ class Page:
     total: int
     limit: int
     offset: int
+
+
+async def newest_first(session: Any, record: Any, conditions: list[Any], view: Callable[[Any], Any],
+                       limit: int, offset: int, max_limit: int) -> Page:
+    """One page of a log table (call log, resilience events), newest first, with the total."""
+    if not 1 <= limit <= max_limit or offset < 0:
+        raise validation_error(f"limit must be 1..{max_limit} and offset non-negative")
+    total = await session.scalar(select(func.count()).select_from(record).where(*conditions))
+    rows = await session.scalars(
+        select(record).where(*conditions).order_by(record.created_at.desc(), record.id.desc())
+        .limit(limit).offset(offset)
+    )
+    return Page([view(r) for r in rows.all()], int(total or 0), limit, offset)
