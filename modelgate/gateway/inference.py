@@ -40,7 +40,7 @@ from modelgate.protocols.ir import (
     Usage,
     UsageUpdate,
 )
-from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest
+from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
@@ -287,7 +287,7 @@ class _Call:
         except aiohttp.ClientError as exc:
             raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
         if status >= 400:
-            raise _refusal(adapter, status, data, resp_headers, endpoint)
+            raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = adapter.parse_response(data)
             return self.codec.encode_response(resp_ir, self.model), resp_ir.usage
@@ -310,7 +310,7 @@ class _Call:
                 resp = await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
                                                     timeout=self.h.rt.stream_timeout)
                 if resp.status >= 400:
-                    raise _refusal(adapter, resp.status, await resp.read(), resp.headers, endpoint)
+                    raise refusal(adapter, resp.status, await resp.read(), resp.headers, endpoint)
                 if native:
                     handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
                 else:
@@ -464,13 +464,6 @@ class _StreamWatch:
         self._timer.cancel()
         self._watcher.remove_done_callback(self._on_disconnect)
         self._watcher.cancel()
-
-
-def _refusal(adapter: Any, status: int, body: bytes, headers: Any, endpoint: Endpoint) -> UpstreamError:
-    """The classified upstream error, with the endpoint's key taken out of the provider's text."""
-    error = adapter.classify_error(status, body, headers)
-    error.message = errors.redact(error.message, endpoint.api_key)
-    return error
 
 
 def _error_type(name: str) -> ErrorType:

@@ -8,9 +8,8 @@ from typing import Any, Mapping
 
 import aiohttp
 
-from modelgate import errors
 from modelgate.errors import ErrorType, UpstreamError
-from modelgate.providers.base import Endpoint, UpstreamRequest
+from modelgate.providers.base import Endpoint, UpstreamRequest, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.health import EndpointCheck, HealthCheckResult
 from modelgate.routing.snapshot import Route
@@ -43,11 +42,10 @@ class UpstreamChecks:
         try:
             status, headers, body = await self.http(adapter.models_request(endpoint))
             if status >= 400:
-                raise adapter.classify_error(status, body, headers)
+                raise refusal(adapter, status, body, headers, endpoint)
         except UpstreamError as err:
             latency = (time.perf_counter() - started) * 1000.0
-            return EndpointCheck(endpoint.id, False, latency, err.error_type.value,
-                                 errors.redact(err.message, endpoint.api_key))
+            return EndpointCheck(endpoint.id, False, latency, err.error_type.value, err.message)
         return EndpointCheck(endpoint.id, True, (time.perf_counter() - started) * 1000.0)
 
     async def health_check(self, channel_id: int) -> HealthCheckResult:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from modelgate.errors import ErrorType, UpstreamError
+from modelgate.errors import ErrorType, UpstreamError, redact
 from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent
 
 
@@ -68,6 +68,14 @@ class NativeWireAdapter(WireAdapter, Protocol):
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest: ...
+
+
+def refusal(adapter: WireAdapter, status: int, body: bytes, headers: Mapping[str, str],
+             endpoint: Endpoint) -> UpstreamError:
+    """The classified upstream error, with the endpoint's key taken out of the provider's text."""
+    error = adapter.classify_error(status, body, headers)
+    error.message = redact(error.message, endpoint.api_key)
+    return error
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

@@ -15,7 +15,7 @@ from typing import Awaitable, Callable, Iterable, Mapping, Protocol
 
 from modelgate.config import LifecycleSettings
 from modelgate.errors import ErrorType
-from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter
+from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter, refusal
 from modelgate.routing.events import Clock, EventSink, EventType, NullSink, ResilienceEventData
 from modelgate.routing.snapshot import Route
 
@@ -101,7 +101,7 @@ def adapter_lister(adapter_for: Callable[[str], WireAdapter], http: HttpCall) ->
         adapter = adapter_for(endpoint.kind)
         status, headers, body = await http(adapter.models_request(endpoint))
         if status != 200:
-            raise adapter.classify_error(status, body, headers)
+            raise refusal(adapter, status, body, headers, endpoint)
         return adapter.parse_models(body)
 
     return list_models
