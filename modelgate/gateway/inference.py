@@ -274,18 +274,7 @@ class _Call:
 
     async def complete(self, route: Route, endpoint: Endpoint) -> tuple[bytes, Usage]:
         adapter, req, native = self._request(route, endpoint)
-        timeout = self._timeout()
-        try:
-            async with self.h.rt.http.request(
-                req.method, req.url, headers=req.headers, data=req.body,
-                timeout=aiohttp.ClientTimeout(total=timeout),
-            ) as resp:
-                data = await resp.read()
-                status, resp_headers = resp.status, resp.headers
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream did not answer within {timeout:.0f} s")
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
+        status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
         if status >= 400:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:

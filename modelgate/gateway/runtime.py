@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 import logging
 import socket
-from typing import Any
+from typing import Any, Mapping
 
 import aiohttp
 from sqlalchemy import select
@@ -15,6 +15,8 @@ from modelgate import logs
 from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
+from modelgate.errors import ErrorType, UpstreamError
+from modelgate.providers.base import UpstreamRequest
 from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.providers.registry import get_kind
@@ -100,6 +102,17 @@ class Runtime:
         await self.db.dispose()
         if self.redis is not None:
             await self.redis.aclose()
+
+    async def fetch(self, req: UpstreamRequest, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
+        """One whole (non-streamed) upstream exchange; transport failures become typed errors."""
+        try:
+            async with self.http.request(req.method, req.url, headers=req.headers, data=req.body,
+                                         timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                return resp.status, resp.headers, await resp.read()
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream did not answer within {timeout:.0f} s")
+        except aiohttp.ClientError as exc:
+            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
 
     def hash_key(self, raw: bytes) -> str:
         # Memoised: sha256 per call is cheap but the dict lookup is cheaper; bounded by the key count.

@@ -6,9 +6,8 @@ import asyncio
 import time
 from typing import Any, Mapping
 
-import aiohttp
 
-from modelgate.errors import ErrorType, UpstreamError
+from modelgate.errors import UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.health import EndpointCheck, HealthCheckResult
@@ -22,16 +21,7 @@ class UpstreamChecks:
         self.rt = runtime
 
     async def http(self, req: UpstreamRequest) -> tuple[int, Mapping[str, str], bytes]:
-        try:
-            async with self.rt.http.request(
-                req.method, req.url, headers=req.headers, data=req.body,
-                timeout=aiohttp.ClientTimeout(total=CHECK_TIMEOUT_SECONDS),
-            ) as resp:
-                return resp.status, resp.headers, await resp.read()
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
-            raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"No answer within {CHECK_TIMEOUT_SECONDS:.0f} s")
-        except aiohttp.ClientError as exc:
-            raise UpstreamError(ErrorType.NETWORK_ERROR, f"Connection failed ({type(exc).__name__})")
+        return await self.rt.fetch(req, CHECK_TIMEOUT_SECONDS)
 
     def routes(self) -> list[Route]:
         return [route for routes in self.rt.snapshot.routes_by_model.values() for route in routes]
