@@ -69,17 +69,6 @@ class StreamHandle:
     last_sent: float = 0.0  # monotonic time of the last bytes sent to the client
 
 
-def merge_usage(current: Usage, update: Usage | None) -> Usage:
-    if update is None:
-        return current
-    return Usage(
-        input_tokens=update.input_tokens or current.input_tokens,
-        output_tokens=update.output_tokens or current.output_tokens,
-        cache_read_tokens=update.cache_read_tokens or current.cache_read_tokens,
-        cache_write_tokens=update.cache_write_tokens or current.cache_write_tokens,
-    )
-
-
 class InferenceHandler:
     def __init__(self, runtime: Any) -> None:
         self.rt = runtime
@@ -345,13 +334,9 @@ class _Call:
                     # Nothing reached the client yet: let the executor retry or fail over.
                     raise error
                 handle.ended, handle.failure = True, error
-            elif isinstance(event, StreamStart):
-                handle.usage = merge_usage(handle.usage, event.usage)
-            elif isinstance(event, UsageUpdate):
-                handle.usage = merge_usage(handle.usage, event.usage)
-            elif isinstance(event, StreamEnd):
-                handle.usage = merge_usage(handle.usage, event.usage)
-                handle.ended = True
+            elif isinstance(event, (StreamStart, UsageUpdate, StreamEnd)):
+                handle.usage = handle.usage.merged(event.usage)
+                handle.ended = handle.ended or isinstance(event, StreamEnd)
             out.append(encoder.encode(event))  # type: ignore[union-attr]
         return b"".join(out)
 

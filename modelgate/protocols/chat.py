@@ -392,15 +392,13 @@ class ChatStreamEncoder:
             return self._chunk({"reasoning_content": event.text})
         if isinstance(event, StreamStart):
             self.id = completion_id(event.id)
-            if event.usage:
-                self.usage = event.usage
+            self.usage = self.usage.merged(event.usage)
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(event, UsageUpdate):
-            self._merge_usage(event.usage)
+            self.usage = self.usage.merged(event.usage)
             return b""
         if isinstance(event, StreamEnd):
-            if event.usage:
-                self._merge_usage(event.usage)
+            self.usage = self.usage.merged(event.usage)
             out = self._chunk({}, FINISH_REASON.get(event.stop_reason, "stop"))
             if self.include_usage:
                 usage_chunk = {
@@ -416,15 +414,6 @@ class ChatStreamEncoder:
         if isinstance(event, StreamError):
             return error_event(event.error_type, event.message)
         return b""
-
-    def _merge_usage(self, usage: Usage) -> None:
-        # Upstreams report input tokens up front and output tokens at the end.
-        self.usage = Usage(
-            input_tokens=usage.input_tokens or self.usage.input_tokens,
-            output_tokens=usage.output_tokens or self.usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens or self.usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens or self.usage.cache_write_tokens,
-        )
 
     def keepalive(self) -> bytes:
         return b": keep-alive\n\n"

@@ -108,6 +108,18 @@ class Usage:
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def merged(self, update: "Usage | None") -> "Usage":
+        """This usage with a later report's counts laid over it (a zero keeps the earlier count):
+        upstreams report input tokens up front and output tokens at the end of a stream."""
+        if update is None:
+            return self
+        return Usage(
+            input_tokens=update.input_tokens or self.input_tokens,
+            output_tokens=update.output_tokens or self.output_tokens,
+            cache_read_tokens=update.cache_read_tokens or self.cache_read_tokens,
+            cache_write_tokens=update.cache_write_tokens or self.cache_write_tokens,
+        )
+
 
 @dataclass(slots=True)
 class ChatRequest:
