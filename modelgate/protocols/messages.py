@@ -522,20 +522,18 @@ class MessagesStreamEncoder:
             return b""
         out: list[bytes] = []
         if isinstance(event, StreamStart):
-            if event.usage is not None:
-                self.usage = event.usage
+            self.usage = self.usage.merged(event.usage)
             self._start(out, event.id)
         elif isinstance(event, (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)):
             self._start(out, None)
             self._route(event, out, force=False)
         elif isinstance(event, UsageUpdate):
-            self.usage = event.usage
+            self.usage = self.usage.merged(event.usage)
         elif isinstance(event, StreamEnd):
             self._start(out, None)
             self._drain(out, force=True)
             self._close(out)
-            if event.usage is not None:
-                self.usage = event.usage
+            self.usage = self.usage.merged(event.usage)
             self._finish(out, event)
         elif isinstance(event, StreamError):
             self.done = True
