@@ -16,10 +16,10 @@ from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
 from modelgate.errors import ErrorType, UpstreamError
-from modelgate.providers.base import UpstreamRequest
-from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.gateway.upstream_checks import UpstreamChecks
+from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.registry import get_kind
+from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot

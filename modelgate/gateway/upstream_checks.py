@@ -6,7 +6,6 @@ import asyncio
 import time
 from typing import Any, Mapping
 
-
 from modelgate.errors import UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest, refusal
 from modelgate.providers.registry import get_kind

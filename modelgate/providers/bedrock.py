@@ -50,7 +50,12 @@ from modelgate.protocols.ir import (
     ToolResult,
     Usage,
 )
-from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
+from modelgate.providers.base import (
+    Endpoint,
+    UpstreamRequest,
+    classify_by_status,
+    retry_after_seconds,
+)
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
@@ -287,7 +292,9 @@ class BedrockStreamDecoder:
     """
 
     def __init__(self) -> None:
-        from botocore.eventstream import EventStreamBuffer  # lazily, as in BedrockAdapter._sign
+        from botocore.eventstream import (
+            EventStreamBuffer,  # lazily, as in BedrockAdapter._sign
+        )
 
         self._buffer = EventStreamBuffer()
         self._started = False

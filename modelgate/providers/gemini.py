@@ -27,7 +27,6 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
-from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status, retry_after_seconds
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -47,6 +46,12 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+)
+from modelgate.providers.base import (
+    Endpoint,
+    UpstreamRequest,
+    classify_by_status,
+    retry_after_seconds,
 )
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"

@@ -14,7 +14,11 @@ import orjson
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols.ir import ChatRequest
 from modelgate.providers.base import Endpoint, UpstreamRequest
-from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields, request_body
+from modelgate.providers.openai_chat import (
+    OpenAIChatAdapter,
+    error_fields,
+    request_body,
+)
 
 
 class CompatChatAdapter(OpenAIChatAdapter):

@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 
 from modelgate.config import BreakerSettings
 from modelgate.errors import ErrorType, UpstreamError
-from modelgate.routing.events import Clock, EventSink, EventType, NullSink, ResilienceEventData
+from modelgate.routing.events import (
+    Clock,
+    EventSink,
+    EventType,
+    NullSink,
+    ResilienceEventData,
+)
 
 NOT_FAULTS = frozenset({ErrorType.INVALID_REQUEST, ErrorType.MODEL_NOT_FOUND})
 

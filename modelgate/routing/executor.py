@@ -30,7 +30,14 @@ from modelgate.config import Settings
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.providers.base import Endpoint
 from modelgate.routing.breaker import BreakerRegistry, EventContext
-from modelgate.routing.events import Clock, EventSink, EventType, NullSink, ResilienceEventData, SystemClock
+from modelgate.routing.events import (
+    Clock,
+    EventSink,
+    EventType,
+    NullSink,
+    ResilienceEventData,
+    SystemClock,
+)
 from modelgate.routing.failover import Candidate, FailoverPlanner
 from modelgate.routing.lifecycle import DeprecateHook, LifecycleMonitor
 from modelgate.routing.retry import RetryPolicies, fails_over

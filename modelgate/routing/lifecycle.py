@@ -16,7 +16,13 @@ from typing import Awaitable, Callable, Iterable, Mapping, Protocol
 from modelgate.config import LifecycleSettings
 from modelgate.errors import ErrorType
 from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter, refusal
-from modelgate.routing.events import Clock, EventSink, EventType, NullSink, ResilienceEventData
+from modelgate.routing.events import (
+    Clock,
+    EventSink,
+    EventType,
+    NullSink,
+    ResilienceEventData,
+)
 from modelgate.routing.snapshot import Route
 
 log = logging.getLogger(__name__)
