@@ -109,3 +109,33 @@ def test_stream_tap_output_does_not_depend_on_chunking(cuts, crlf, wants_usage):
         out += tap.filter(stream[position:cut])
         position = max(position, cut)
     assert out == expected and tap.usage == Usage(2, 3) and tap.finished
+
+
+def test_text_part_arrays_decode_into_text_parts_on_every_role():
+    from modelgate.protocols.ir import TextPart, ToolCall, ToolResult
+
+    parts = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    body = {"model": "m", "messages": [
+        {"role": "developer", "content": parts},
+        {"role": "user", "content": parts},
+        {"role": "assistant", "content": parts,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": parts},
+    ]}
+    codec.validate(body)
+    ir = codec.to_ir(body)
+    assert ir.system == ["a", "b"]
+    assert [m.role for m in ir.messages] == ["user", "assistant", "tool"]
+    assert ir.messages[0].parts == [TextPart("a"), TextPart("b")]
+    assert ir.messages[1].parts == [TextPart("a"), TextPart("b"), ToolCall("c1", "f", "{}")]
+    assert ir.messages[2].parts == [ToolResult("c1", [TextPart("a"), TextPart("b")])]
+
+
+def test_bare_tool_name_choice_is_rewritten_in_the_body():
+    from modelgate.protocols.ir import ToolChoice
+
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [tool], "tool_choice": "f"}
+    codec.validate(body)
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+    assert codec.to_ir(body).tool_choice == ToolChoice("tool", "f")

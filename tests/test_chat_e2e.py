@@ -209,7 +209,10 @@ async def test_429_token_bucket_per_key(gateway, openai_upstream):
         {"messages": [{"role": "user", "content": "hi"}]},
         {"model": "gpt-test", "messages": []},
         {"model": "gpt-test", "messages": [{"role": "wizard", "content": "hi"}]},
-        {"model": "gpt-test", "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]},
+        {"model": "gpt-test", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}]}]},
+        {"model": "gpt-test", "messages": [{"role": "user", "content": [{"type": "text", "text": 1}]}]},
         {**GOOD, "temperature": "hot"},
         {**GOOD, "max_tokens": 0},
         {**GOOD, "stop": [1, 2]},
@@ -377,3 +380,41 @@ async def test_a_provider_quoting_the_upstream_key_never_shows_it_to_the_caller(
         body = assert_envelope(resp, 502, "AUTHENTICATION_ERROR")
         assert "Incorrect API key provided" in body["error"]["message"]
         assert secret not in resp.text and secret[:12] not in resp.text
+
+
+TEXT_PARTS = [{"type": "text", "text": "hello"}, {"type": "text", "text": "there", "cache_control": {"type": "ephemeral"}}]
+
+
+async def test_content_arrays_of_text_parts_are_forwarded_as_is_on_pass_through(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    messages = [{"role": role, "content": TEXT_PARTS} for role in ("system", "developer", "user", "assistant")]
+    messages.append({"role": "user", "content": [{"type": "text", "text": "again"}]})
+    resp = await client(gateway, wired.key).chat.completions.create(model="gpt-test", messages=messages)
+    assert resp.choices[0].message.content == "Echo: again"
+    assert openai_upstream.last.json()["messages"] == messages
+
+
+async def test_content_arrays_of_text_parts_become_text_blocks_on_conversion(gateway, anthropic_upstream):
+    from tests.fakes.anthropic_upstream import API_KEY
+
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    resp = await client(gateway, wired.key).chat.completions.create(model="claude-haiku-4-5", messages=[
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}, {"type": "text", "text": "be kind"}]},
+        {"role": "user", "content": TEXT_PARTS},
+    ])
+    assert resp.choices[0].message.content == "Echo: hello there"
+    sent = anthropic_upstream.last.json()
+    assert sent["system"] == [{"type": "text", "text": "be brief"}, {"type": "text", "text": "be kind"}]
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"},
+                                                            {"type": "text", "text": "there"}]}]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_bare_tool_name_choice_reaches_a_chat_upstream_in_object_form(gateway, openai_upstream, stream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    body = {**GOOD, "messages": [{"role": "user", "content": "call tool please"}], "tools": [WEATHER_TOOL],
+            "tool_choice": "get_weather", "stream": stream}
+    resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, body)
+    assert resp.status_code == 200, resp.text
+    assert openai_upstream.last.json()["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}

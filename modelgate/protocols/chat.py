@@ -81,25 +81,43 @@ def _validate_message(index: int, message: Any) -> None:
         raise invalid_request(f"'{where}.role' must be one of system, user, assistant, tool")
     content = message.get("content")
     if isinstance(content, list):
-        raise invalid_request(
-            f"'{where}.content' must be a string: content arrays (multimodal input) are not supported "
-            "on the chat-completions protocol; use the messages protocol for images"
-        )
+        _validate_text_parts(where, content)
     if role == "assistant":
         tool_calls = message.get("tool_calls")
         if content is None and not tool_calls:
             raise invalid_request(f"'{where}.content' is required unless 'tool_calls' is given")
         if tool_calls is not None:
             _validate_tool_calls(where, tool_calls)
-    elif not isinstance(content, str):
-        raise invalid_request(f"'{where}.content' must be a string")
-    if content is not None and not isinstance(content, str):
-        raise invalid_request(f"'{where}.content' must be a string")
+    elif not isinstance(content, (str, list)):
+        raise invalid_request(f"'{where}.content' must be a string or an array of text parts")
+    if content is not None and not isinstance(content, (str, list)):
+        raise invalid_request(f"'{where}.content' must be a string or an array of text parts")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
         raise invalid_request(f"'{where}.tool_call_id' is required for role 'tool'")
     name = message.get("name")
     if name is not None and not isinstance(name, str):
         raise invalid_request(f"'{where}.name' must be a string")
+
+
+def _validate_text_parts(where: str, parts: list[Any]) -> None:
+    # Spec 8: no multimodal input on this protocol; arrays of text parts (opencode, the SDKs'
+    # typed helpers) carry nothing a string could not.
+    for i, part in enumerate(parts):
+        if not isinstance(part, dict) or part.get("type") != "text":
+            raise invalid_request(
+                f"'{where}.content[{i}]' must be a text part: content arrays may hold only "
+                "{type: 'text', text} parts on the chat-completions protocol (no images, spec 8); "
+                "use the messages protocol for images"
+            )
+        if not isinstance(part.get("text"), str):
+            raise invalid_request(f"'{where}.content[{i}].text' must be a string")
+
+
+def text_parts(content: str | list[dict[str, Any]] | None) -> list[TextPart]:
+    """A validated chat content as IR text parts: one per array part, one for a string."""
+    if isinstance(content, list):
+        return [TextPart(part["text"]) for part in content]
+    return [TextPart(content)] if isinstance(content, str) else []
 
 
 def _validate_tool_calls(where: str, tool_calls: Any) -> None:
@@ -158,9 +176,7 @@ def _tool_choice_to_ir(choice: Any, parallel: Any) -> ToolChoice | None:
         return ToolChoice("auto", parallel=parallel_flag) if parallel_flag is not None else None
     if isinstance(choice, dict):
         return ToolChoice("tool", choice["function"]["name"], parallel_flag)
-    if choice in ("auto", "none", "required"):
-        return ToolChoice(choice, parallel=parallel_flag)
-    return ToolChoice("tool", choice, parallel_flag)
+    return ToolChoice(choice, parallel=parallel_flag)  # validate() rewrote a bare tool name
 
 
 def usage_from_openai(usage: Any) -> Usage:
@@ -244,8 +260,13 @@ class ChatCodec:
         tool_names: set[str] = set()
         if body.get("tools") is not None:
             tool_names = _validate_tools(body["tools"])
-        if body.get("tool_choice") is not None:
-            _validate_tool_choice(body["tool_choice"], tool_names)
+        choice = body.get("tool_choice")
+        if choice is not None:
+            _validate_tool_choice(choice, tool_names)
+            if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+                # Spec 4.1 allows a bare tool name; no chat-completions service accepts one, so the
+                # pass-through route gets the object form too.
+                body["tool_choice"] = {"type": "function", "function": {"name": choice}}
         stream = body.get("stream", False)
         if stream is None:
             stream = False
@@ -266,22 +287,21 @@ class ChatCodec:
             role = message["role"]
             content = message.get("content")
             if role in ("system", "developer"):
-                system.append(content)
+                system.extend(part.text for part in text_parts(content))
             elif role == "user":
-                messages.append(Message("user", [TextPart(content)]))
+                messages.append(Message("user", text_parts(content)))
             elif role == "assistant":
                 parts: list[Any] = []
                 reasoning = message.get("reasoning_content")
                 if isinstance(reasoning, str) and reasoning:
                     parts.append(ThinkingPart(reasoning))
-                if content:
-                    parts.append(TextPart(content))
+                parts.extend(part for part in text_parts(content) if part.text)
                 for call in message.get("tool_calls") or ():
                     function = call["function"]
                     parts.append(ToolCall(call["id"], function["name"], function.get("arguments") or "{}"))
                 messages.append(Message("assistant", parts))
             else:
-                result = ToolResult(message["tool_call_id"], [TextPart(content)])
+                result = ToolResult(message["tool_call_id"], text_parts(content))
                 if messages and messages[-1].role == "tool":
                     messages[-1].parts.append(result)  # parallel tool results form one turn
                 else:

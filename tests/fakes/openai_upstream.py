@@ -101,6 +101,11 @@ class FakeOpenAI(FakeUpstream):
                                 "invalid_request_error", "model_not_found")
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return openai_error(400, "Invalid 'messages': empty array.", "invalid_request_error", "empty_array")
+        choice = body.get("tool_choice")
+        if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+            # What the real service answers to a bare tool name.
+            return openai_error(400, f"Invalid value: '{choice}'. Supported values are: 'none', 'auto', and "
+                                "'required'.", "invalid_request_error", "invalid_value")
         if self.delay:
             await asyncio.sleep(self.delay)
         if body.get("stream"):
