@@ -18,10 +18,21 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 # The console is built into modelgate/console/dist and served by the gateway under /console.
-console:
-	@if [ -f $(CONSOLE)/package.json ]; then \
-		cd $(CONSOLE) && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error) && npm run build --silent; \
-	fi
+# File targets: `make run` rebuilds only when a web source or the lock file changed.
+CONSOLE_DIST := modelgate/console/dist/index.html
+CONSOLE_MODULES := $(CONSOLE)/node_modules/.package-lock.json
+CONSOLE_SOURCES := $(shell find $(CONSOLE)/src -type f 2>/dev/null) $(CONSOLE)/index.html \
+	$(CONSOLE)/vite.config.ts $(CONSOLE)/tsconfig.json $(CONSOLE)/package.json
+
+$(CONSOLE_MODULES): $(CONSOLE)/package.json $(CONSOLE)/package-lock.json
+	cd $(CONSOLE) && (npm ci --no-audit --no-fund --loglevel=error || npm install --no-audit --no-fund --loglevel=error)
+	touch $@
+
+$(CONSOLE_DIST): $(CONSOLE_SOURCES) $(CONSOLE_MODULES)
+	cd $(CONSOLE) && npm run build --silent
+	touch $@
+
+console: $(CONSOLE_DIST)
 
 # Debian packages the tests use: chromium for the console tests, wrk for the benchmark smoke test.
 system-deps:
@@ -36,7 +47,13 @@ system-deps:
 		fi; \
 	fi
 
-run: install console
+# Without npm the gateway still starts, without the console (it says so).
+run: install
+	@if command -v npm >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory console; \
+	else \
+		echo "note: npm not found: starting without the web console (install Node.js 20+ with npm, then make console)"; \
+	fi
 	$(VENV)/bin/modelgate serve
 
 test: install console system-deps
@@ -45,5 +62,6 @@ test: install console system-deps
 bench: install
 	$(PY) bench/run.py
 
+# Build outputs only: data/ holds the database and the encryption key and is never deleted here.
 clean:
-	rm -rf $(VENV) data $(CONSOLE)/node_modules modelgate/console/dist
+	rm -rf $(VENV) $(CONSOLE)/node_modules modelgate/console/dist

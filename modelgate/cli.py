@@ -151,6 +151,9 @@ async def key_create(svc: Any, args: argparse.Namespace) -> None:
                                         rate_capacity=args.rate_capacity, rate_refill=args.rate_refill)
 
     def human() -> None:
+        if args.quiet:  # for scripts: KEY=$(modelgate key create --app x --quiet)
+            print(created.plaintext)
+            return
         print(f"Created API key {created.key.id} for application {created.key.application_id}:")
         print(f"\n    {created.plaintext}\n")
         print("Store it now: it cannot be shown again (only its hash is kept).")
@@ -415,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name")
     p.add_argument("--rate-capacity", type=float, help="token bucket size (default: global setting)")
     p.add_argument("--rate-refill", type=float, help="tokens per second (default: global setting)")
+    p.add_argument("--quiet", action="store_true", help="print only the key")
     p = cmd(keys, "list", key_list, "list API keys (prefix only)")
     p.add_argument("--app", metavar="NAME_OR_ID")
     p.add_argument("--all", action="store_true", help="include deleted keys")

@@ -64,6 +64,11 @@ def run(settings: Settings) -> None:
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
+    from modelgate.api.console import DIST
+
+    if not (DIST / "index.html").is_file():
+        log.warning("the web console is not built (%s is missing): serving without /console; "
+                    "build it with `make console` (needs Node.js and npm)", DIST)
     log.info("modelgate listening on %s:%s (%s, %s worker(s))", server.host, server.port,
              server.implementation, server.workers)
     if server.implementation == "granian":

@@ -160,7 +160,7 @@ async def test_provider_kinds_and_crud_never_leak_upstream_key(api: Env) -> None
     c = await as_admin(api)
     listed = (await c.get("/api/v1/providers/kinds")).json()["data"]
     kinds = {k["kind"] for k in listed}
-    assert {"openai", "openai-compatible"} <= kinds and len(kinds) == 21
+    assert {"openai", "openai-compatible", "mock"} <= kinds and len(kinds) == 22
     # kinds without a default base URL tell the admin what to enter
     assert all(k["baseUrlNote"] for k in listed if k["defaultBaseUrl"] is None)
     provider, _ = await _provider_and_channel(c)

@@ -82,8 +82,9 @@ CASES.update({
 
 
 def test_all_21_kinds_are_registered():
-    assert set(KINDS) == EXPECTED_KINDS
-    assert len(KINDS) == 21
+    # ...and the built-in mock, which is no provider
+    assert set(KINDS) == EXPECTED_KINDS | {"mock"}
+    assert len(KINDS) == 22
     with pytest.raises(KeyError):
         get_kind("nope")
 

@@ -18,6 +18,7 @@ from modelgate.config import Settings
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.providers.base import UpstreamRequest
+from modelgate.providers.mock import MOCK_UPSTREAM
 from modelgate.providers.registry import get_kind
 from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.routing.executor import Executor
@@ -97,6 +98,7 @@ class Runtime:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.writer.stop()
+        await MOCK_UPSTREAM.stop()
         logs.flush()
         await self.http.close()
         await self.db.dispose()
@@ -129,6 +131,9 @@ class Runtime:
         self._loads_started += 1
         started = self._loads_started
         snapshot = await load_snapshot(self.db, self.box, self.settings)
+        if not MOCK_UPSTREAM.started and any(
+                r.provider_kind == "mock" for routes in snapshot.routes_by_model.values() for r in routes):
+            await MOCK_UPSTREAM.start()
         if started > self._installed_load:
             self._installed_load = started
             self.snapshot = snapshot

@@ -17,6 +17,8 @@ from modelgate.providers.base import WireAdapter
 from modelgate.providers.bedrock import BedrockAdapter
 from modelgate.providers.cohere import CohereAdapter
 from modelgate.providers.gemini import GeminiAdapter
+from modelgate.providers.mock import DISPLAY_BASE_URL as MOCK_BASE_URL
+from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 from modelgate.providers.openai_compat import CompatChatAdapter
@@ -113,6 +115,10 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind("vllm", "vLLM", _openai_chat, None,
                      "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html", key_required=False,
                      base_url_note="self-hosted: the server's base, e.g. http://host:8000/v1"),
+        ProviderKind("mock", "Mock (built in, no key)", MockAdapter(), MOCK_BASE_URL,
+                     "https://github.com/modelgate/modelgate/blob/main/docs/providers.md#mock", key_required=False,
+                     base_url_note="answered inside the gateway; the base URL is not contacted. Options: "
+                                   "latency_ms, chunk_delay_ms, error_status, error_every, error_message"),
     )
 }
 
