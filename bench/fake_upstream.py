@@ -49,17 +49,32 @@ def _response(status: str, body: bytes, content_type: bytes = b"application/json
 
 def _chunked(events: list[bytes], content_type: bytes = b"text/event-stream") -> bytes:
     """One HTTP chunk per SSE event, as real providers flush them."""
+    return b"".join(_chunked_parts(events, content_type))
+
+
+class Stream:
+    """A streamed answer: whole, or in parts a paced upstream writes `--chunk-gap-ms` apart."""
+
+    __slots__ = ("parts", "whole", "paced")
+
+    def __init__(self, parts: list[bytes], paced: bool) -> None:
+        self.parts = parts
+        self.whole = b"".join(parts)
+        self.paced = paced
+
+
+def _chunked_parts(events: list[bytes], content_type: bytes = b"text/event-stream") -> list[bytes]:
+    """The bytes of a chunked SSE answer, one item per event: a paced stream writes them apart."""
     head = (
         b"HTTP/1.1 200 OK\r\n"
         b"Content-Type: " + content_type + b"\r\n"
         b"Cache-Control: no-cache\r\n"
         b"Transfer-Encoding: chunked\r\n\r\n"
     )
-    parts = [head]
-    for event in events:
-        parts.append(b"%x\r\n" % len(event) + event + b"\r\n")
-    parts.append(b"0\r\n\r\n")
-    return b"".join(parts)
+    parts = [b"%x\r\n" % len(event) + event + b"\r\n" for event in events]
+    parts[0] = head + parts[0]
+    parts[-1] += b"0\r\n\r\n"
+    return parts
 
 
 def _split(text: str, n: int) -> list[str]:
@@ -85,7 +100,7 @@ def _usage() -> dict:
 class Answers:
     """All response bytes, computed once."""
 
-    def __init__(self, chunks: int) -> None:
+    def __init__(self, chunks: int, paced: bool = False) -> None:
         created = int(time.time())
         cid = "chatcmpl-bench0000000000000000"
         self.chat = _response("200 OK", orjson.dumps({
@@ -103,13 +118,14 @@ class Answers:
                 body["usage"] = usage
             return b"data: " + orjson.dumps(body) + b"\n\n"
 
-        pieces = _split(ANSWER, chunks)
+        # Long streams (hundreds of chunks) carry one short word per chunk, as token streams do.
+        pieces = _split(ANSWER if chunks <= len(ANSWER) else "word " * chunks, chunks)
         events = [chat_chunk({"role": "assistant", "content": pieces[0]}, None)]
         events += [chat_chunk({"content": p}, None) for p in pieces[1:]]
         events.append(chat_chunk({}, "stop"))
         done = b"data: [DONE]\n\n"
-        self.chat_stream = _chunked(events + [done])
-        self.chat_stream_usage = _chunked(events + [chat_chunk({}, None, _usage(), choices=False), done])
+        self.chat_stream = Stream(_chunked_parts(events + [done]), paced)
+        self.chat_stream_usage = Stream(_chunked_parts(events + [chat_chunk({}, None, _usage(), choices=False), done]), paced)
 
         mid = "msg_bench0000000000000000"
         self.messages = _response("200 OK", orjson.dumps({
@@ -138,7 +154,7 @@ class Answers:
                                     "usage": {"output_tokens": COMPLETION_TOKENS}}),
             event("message_stop", {}),
         ]
-        self.messages_stream = _chunked(msg_events)
+        self.messages_stream = Stream(_chunked_parts(msg_events), paced)
 
         self.models = _response("200 OK", orjson.dumps({
             "object": "list",
@@ -163,13 +179,47 @@ class Counter:
         self.streamed = 0
 
 
-class UpstreamProtocol(asyncio.Protocol):
-    __slots__ = ("answers", "counter", "delay", "transport", "buf", "busy")
+class Pacer:
+    """Writes the next part of every paced stream once per gap: one timer for all streams."""
 
-    def __init__(self, answers: Answers, counter: Counter, delay: float) -> None:
+    def __init__(self, gap: float) -> None:
+        self.gap = gap
+        self.active: list[list] = []  # [protocol, parts, next index]
+        self.timer: asyncio.TimerHandle | None = None
+
+    def start(self, proto: "UpstreamProtocol", stream: Stream) -> None:
+        proto.transport.write(stream.parts[0])
+        self.active.append([proto, stream.parts, 1])
+        if self.timer is None:
+            self.timer = asyncio.get_running_loop().call_later(self.gap, self._tick)
+
+    def _tick(self) -> None:
+        still = []
+        for entry in self.active:
+            proto, parts, i = entry
+            if proto.transport is None or proto.transport.is_closing():
+                continue
+            proto.transport.write(parts[i])
+            if i + 1 < len(parts):
+                entry[2] = i + 1
+                still.append(entry)
+            else:
+                proto.busy = False
+                proto._drain()
+        self.active = still
+        self.timer = asyncio.get_running_loop().call_later(self.gap, self._tick) if still else None
+
+
+class UpstreamProtocol(asyncio.Protocol):
+    __slots__ = ("answers", "long", "counter", "delay", "pacer", "transport", "buf", "busy")
+
+    def __init__(self, answers: Answers, counter: Counter, delay: float, pacer: Pacer | None = None,
+                 long: Answers | None = None) -> None:
         self.answers = answers
+        self.long = long or answers  # streams of models named `*-long`: many chunks, paced
         self.counter = counter
         self.delay = delay
+        self.pacer = pacer
         self.transport: asyncio.Transport | None = None
         self.buf = b""
         self.busy = False  # a delayed answer is pending; later pipelined requests wait
@@ -219,15 +269,25 @@ class UpstreamProtocol(asyncio.Protocol):
                 asyncio.get_running_loop().call_later(self.delay, self._send_later, answer[0])
                 return
             if answer is not None:
-                self.transport.write(answer[0])
+                self._send(answer[0])
 
-    def _send_later(self, data: bytes) -> None:
+    def _send(self, data: "bytes | Stream") -> None:
+        if not isinstance(data, Stream):
+            self.transport.write(data)
+        elif self.pacer is None or not data.paced:
+            self.transport.write(data.whole)
+        else:
+            self.busy = True  # pipelined requests wait for the end of the stream
+            self.pacer.start(self, data)
+
+    def _send_later(self, data: "bytes | Stream") -> None:
         self.busy = False
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+            self._send(data)
             self._drain()
 
-    def _answer(self, method: bytes, path: bytes, headers: dict[bytes, bytes], body: bytes) -> tuple[bytes, bool] | None:
+    def _answer(self, method: bytes, path: bytes, headers: dict[bytes, bytes],
+                body: bytes) -> tuple["bytes | Stream", bool] | None:
         """The response bytes and whether it is an inference call (the delay applies to those)."""
         a = self.answers
         if method == b"POST" and path.endswith(b"/chat/completions"):
@@ -241,7 +301,8 @@ class UpstreamProtocol(asyncio.Protocol):
             if req.get("stream"):
                 self.counter.streamed += 1
                 opts = req.get("stream_options") or {}
-                return (a.chat_stream_usage if opts.get("include_usage") else a.chat_stream), True
+                s = self._streams(req)
+                return (s.chat_stream_usage if opts.get("include_usage") else s.chat_stream), True
             return a.chat, True
         if method == b"POST" and path.endswith(b"/messages"):
             if not headers.get(b"x-api-key") or not headers.get(b"anthropic-version"):
@@ -253,7 +314,7 @@ class UpstreamProtocol(asyncio.Protocol):
             self.counter.calls += 1
             if req.get("stream"):
                 self.counter.streamed += 1
-                return a.messages_stream, True
+                return self._streams(req).messages_stream, True
             return a.messages, True
         if method == b"GET" and path.endswith(b"/models"):
             return a.models, False
@@ -265,20 +326,29 @@ class UpstreamProtocol(asyncio.Protocol):
             return _response("200 OK", b"{}"), False
         return a.not_found, False
 
+    def _streams(self, req: dict) -> Answers:
+        model = req.get("model")
+        return self.long if isinstance(model, str) and model.endswith("-long") else self.answers
+
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
 
 
-async def serve(host: str, port: int, chunks: int, delay_ms: float, ready: asyncio.Event | None = None) -> None:
+async def serve(host: str, port: int, chunks: int, delay_ms: float, ready: asyncio.Event | None = None,
+                long_chunks: int = 300, gap_ms: float = 2.0) -> None:
     loop = asyncio.get_running_loop()
     answers, counter = Answers(chunks), Counter()
+    long = Answers(long_chunks, paced=gap_ms > 0)
+    pacer = Pacer(gap_ms / 1000.0) if gap_ms > 0 else None
     server = await loop.create_server(
-        lambda: UpstreamProtocol(answers, counter, delay_ms / 1000.0), host, port, backlog=2048, reuse_address=True
+        lambda: UpstreamProtocol(answers, counter, delay_ms / 1000.0, pacer, long), host, port, backlog=4096,
+        reuse_address=True,
     )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(f"fake upstream listening on http://{host}:{port} (chunks={chunks}, delay={delay_ms} ms)", flush=True)
+    print(f"fake upstream listening on http://{host}:{port} (chunks={chunks}, delay={delay_ms} ms; "
+          f"models *-long: {long_chunks} chunks {gap_ms} ms apart)", flush=True)
     if ready is not None:
         ready.set()
     async with server:
@@ -291,11 +361,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--chunks", type=int, default=8, help="content chunks per streamed answer")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="fixed delay before each inference answer")
+    parser.add_argument("--long-chunks", type=int, default=300,
+                        help="content chunks of the streams of models named *-long")
+    parser.add_argument("--chunk-gap-ms", type=float, default=2.0,
+                        help="write the events of *-long streams this far apart (0: in one write)")
     args = parser.parse_args(argv)
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         parser.error("the benchmark upstream listens on loopback only")
     runner = uvloop.run if uvloop is not None else asyncio.run
-    runner(serve(args.host, args.port, args.chunks, args.delay_ms))
+    runner(serve(args.host, args.port, args.chunks, args.delay_ms, long_chunks=args.long_chunks,
+                 gap_ms=args.chunk_gap_ms))
 
 
 if __name__ == "__main__":

@@ -49,6 +49,12 @@ def cpu_seconds(root: int) -> float:
     return total / CLK_TCK
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """User + system CPU seconds of one process (0 once it is gone)."""
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK if fields is not None else 0.0
+
+
 def peak_rss_mb(root: int) -> dict[str, float]:
     """Peak resident memory (VmHWM): the largest process and the sum over the tree."""
     sizes = []

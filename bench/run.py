@@ -90,12 +90,12 @@ class Runner:
             path.write_bytes(call.body)
         return path
 
-    def wrk(self, target: Target, call: Call, connections: int, duration: int,
-            load_cpus: str | None) -> dict[str, Any]:
+    def wrk(self, target: Target, call: Call, connections: int, duration: float,
+            load_cpus: str | None, threads: int = 1) -> dict[str, Any]:
         """Saturation: wrk with `connections` keep-alive connections for `duration` seconds."""
         env = {**os.environ, "BENCH_BODY_FILE": str(self._body_file(call)),
                "BENCH_HEADERS": "\n".join(call.headers)}
-        argv = ["wrk", "-t1", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
+        argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--timeout", "10s",
                 "-s", str(BENCH_DIR / "wrk_post.lua"), target.url + call.path]
         if load_cpus:
             argv = ["taskset", "-c", load_cpus, *argv]
@@ -354,8 +354,9 @@ def machine_info(wrk_path: str) -> dict[str, Any]:
     except OSError:
         pass
     wrk_version = subprocess.run([wrk_path, "--version"], capture_output=True, text=True).stdout.split("\n")[0]
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    # BENCH_COMMIT names the commit where the tree was copied without its git directory.
+    commit = os.environ.get("BENCH_COMMIT") or subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     mem_kb = 0
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemTotal:"):

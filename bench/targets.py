@@ -27,9 +27,13 @@ REPO = BENCH_DIR.parent
 PYTHON = sys.executable
 MODEL = "bench-model"
 ALT_MODEL = "bench-model-alt"  # on modelgate: served by a messages-protocol upstream
+# The fake upstream answers streams for these with its long, paced stream (`--long-chunks`, `--chunk-gap-ms`).
+LONG_MODEL = "bench-model-long"
+ALT_LONG_MODEL = "bench-model-alt-long"
 UPSTREAM_KEY = "sk-upstream-bench-0000"
 LITELLM_VENV = BENCH_DIR / ".venv-litellm"
-LITELLM_SPEC = "litellm[proxy]"
+# Pinned: the registry later carried a compromised release (1.107.0).
+LITELLM_SPEC = "litellm[proxy]==1.106.2"
 LITELLM_MASTER_KEY = "sk-litellm-bench-master"
 
 CHAT_BODY = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 32}
@@ -175,10 +179,12 @@ class Target:
 
 # --- fake upstream --------------------------------------------------------------------------
 
-def start_upstream(log_dir: Path, cpus: str | None, chunks: int, delay_ms: float) -> Target:
+def start_upstream(log_dir: Path, cpus: str | None, chunks: int, delay_ms: float,
+                   long_chunks: int = 300, gap_ms: float = 2.0) -> Target:
     port = free_port()
     proc = spawn("upstream", [PYTHON, str(BENCH_DIR / "fake_upstream.py"), "--port", str(port),
-                              "--chunks", str(chunks), "--delay-ms", str(delay_ms)], cpus, log_dir)
+                              "--chunks", str(chunks), "--delay-ms", str(delay_ms),
+                              "--long-chunks", str(long_chunks), "--chunk-gap-ms", str(gap_ms)], cpus, log_dir)
     auth = [f"Authorization: Bearer {UPSTREAM_KEY}"]
     calls = {
         "chat": chat_call("/v1/chat/completions", auth),
@@ -276,7 +282,7 @@ async def _configure_modelgate(env: dict[str, str], upstream: Target) -> tuple[s
         svc = Services(db, SecretBox(load_encryption_key(settings)), settings)
         app = await svc.applications.create("bench")
         await svc.providers.create("fake-chat", "openai-compatible", f"{upstream.url}/v1", keys=[UPSTREAM_KEY])
-        await svc.channels.create("fake-chat", "fake-chat", [MODEL])
+        await svc.channels.create("fake-chat", "fake-chat", [MODEL, LONG_MODEL])
         await svc.applications.authorize_channel(app.id, "fake-chat")
         alt_problem = None
         try:
@@ -285,7 +291,8 @@ async def _configure_modelgate(env: dict[str, str], upstream: Target) -> tuple[s
             alt_problem = f"messages-protocol provider not available: {exc}"
         else:
             await svc.channels.create("fake-messages", "fake-messages",
-                                      [{"model_id": ALT_MODEL, "upstream_model": MODEL}])
+                                      [{"model_id": ALT_MODEL, "upstream_model": MODEL},
+                                       {"model_id": ALT_LONG_MODEL, "upstream_model": LONG_MODEL}])
             await svc.applications.authorize_channel(app.id, "fake-messages")
         created = await svc.api_keys.create(app.id, "bench")
         return created.plaintext, alt_problem
@@ -299,9 +306,9 @@ def count_call_log(data_dir: Path) -> int:
 
 
 def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: int,
-                    extra_env: dict[str, str] | None = None) -> Target:
+                    extra_env: dict[str, str] | None = None, tag: str = "") -> Target:
     port = free_port()
-    data_dir = log_dir / f"modelgate-data-w{workers}"
+    data_dir = log_dir / f"modelgate-data-w{workers}{tag}"
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "bench.yaml"
     config.write_text("# empty: settings come from the environment of the benchmark\n")
@@ -318,7 +325,7 @@ def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: 
     }
     key, alt_problem = asyncio.run(_configure_modelgate(env, upstream))
     exe = Path(PYTHON).parent / "modelgate"
-    proc = spawn(f"modelgate-w{workers}", [str(exe), "serve"], cpus, log_dir, env, cwd=data_dir)
+    proc = spawn(f"modelgate-w{workers}{tag}", [str(exe), "serve"], cpus, log_dir, env, cwd=data_dir)
     bearer = [f"Authorization: Bearer {key}"]
     calls = {
         "chat": chat_call("/v1/chat/completions", bearer),
@@ -334,5 +341,6 @@ def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: 
         rows = count_call_log(data_dir)
         return {"upstream_calls": sent, "call_log_rows": rows, "lost_call_log_rows": max(0, sent - rows)}
 
-    info = {"workers": workers, "data_dir": str(data_dir), "conversion_problem": alt_problem}
+    info = {"workers": workers, "data_dir": str(data_dir), "conversion_problem": alt_problem,
+            "api_key": key}
     return Target(f"modelgate-w{workers}", port, proc, calls, info, on_stop)

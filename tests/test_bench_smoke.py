@@ -96,3 +96,86 @@ def test_profile_summary_counts_own_and_total_time() -> None:
     assert own == {"loads (json.py)": 60.0, "handle (b.py)": 30.0, "run (a.py)": 10.0}
     total = {row["function"]: row["total_pct"] for row in summary["cumulative"]}
     assert total["run (a.py)"] == 100.0 and total["handle (b.py)"] == 90.0
+
+
+# --- the agent benchmark (issue 14) ------------------------------------------------------------
+
+def test_agent_bodies_have_the_agent_shape_and_pass_validation() -> None:
+    from bench import workloads
+    from modelgate.protocols.chat import ChatCodec
+    from modelgate.protocols.messages import MessagesCodec
+
+    for shape in (workloads.AGENT_150, workloads.AGENT_80):
+        chat = orjson.loads(workloads.agent_chat_body(shape, "m"))
+        msgs = orjson.loads(workloads.agent_messages_body(shape, "m"))
+        for body in (workloads.agent_chat_body(shape, "m"), workloads.agent_messages_body(shape, "m")):
+            assert 0.9 * shape.total_kb * 1024 <= len(body) <= 1.1 * shape.total_kb * 1024
+        assert len(chat["tools"]) == len(msgs["tools"]) == shape.tools
+        assert len(chat["messages"][0]["content"]) == shape.system_kb * 1024
+        assert sum(1 for m in chat["messages"] if m.get("tool_calls")) == shape.turns
+        assert sum(1 for m in chat["messages"] if m["role"] == "tool") == shape.turns
+        assert ChatCodec().validate(chat) == ("m", False)
+        assert MessagesCodec().validate(msgs) == ("m", False)
+
+
+def test_long_streams_are_paced(upstream: targets.Target, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    body = tmp_path / "long.json"
+    body.write_bytes(orjson.dumps({"model": targets.LONG_MODEL, "stream": True,
+                                   "messages": [{"role": "user", "content": "x"}]}))
+    done = subprocess.run([sys.executable, "-m", "bench.streamload", "--url", upstream.url + "/v1/chat/completions",
+                           "--body-file", str(body), "--header", upstream.calls["chat"].headers[0],
+                           "--concurrency", "2", "--seconds", "0.5"], capture_output=True, timeout=60, check=True)
+    out = orjson.loads(done.stdout)
+    assert out["completed"] >= 2 and out["non_2xx"] == out["socket_errors"] == 0
+    # 300 chunks 2 ms apart: the first byte at once, the last about 0.6 s later.
+    assert out["first_byte_ms"]["p50"] < 100 < 400 < out["latency_ms"]["p50"]
+
+
+def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path) -> None:
+    from bench import agent, agent_report, workloads
+
+    args = agent.build_parser().parse_args(
+        ["--quick", "--no-pin", "--long-chunks", "20", "--out-dir", str(tmp_path)])
+    bench = agent.AgentBench(args, tmp_path)
+    up = targets.start_upstream(tmp_path, None, chunks=4, delay_ms=0.0, long_chunks=20, gap_ms=1.0)
+    bench.upstream = up
+    try:
+        bare = targets.start_bare(up, tmp_path, None)
+        mg = targets.start_modelgate(up, tmp_path, None, 1)
+        try:
+            key = mg.info["api_key"]
+            chat_body = workloads.agent_chat_body(workloads.AGENT_80, targets.MODEL)
+            msgs_body = workloads.agent_messages_body(workloads.AGENT_80, targets.MODEL)
+            cases = [
+                ("bare chat", bare, targets.Call("/v1/chat/completions", up.calls["chat"].headers, chat_body, False)),
+                ("bare messages", bare, targets.Call("/v1/messages", up.calls["messages"].headers, msgs_body, False)),
+                ("modelgate pass-through chat", mg, targets.Call(
+                    "/v1/chat/completions", [f"Authorization: Bearer {key}"], chat_body, False)),
+                ("modelgate messages→chat", mg, targets.Call(
+                    "/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], msgs_body, False)),
+            ]
+            runs = bench.interleaved(cases, 4)
+            long_call = targets.Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], orjson.dumps(
+                {"model": targets.LONG_MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}), True)
+            streamed = bench.streams([("modelgate pass-through chat", mg, long_call)], 2)
+        finally:
+            bare.stop()
+            stop = agent.stop_modelgate(mg)
+    finally:
+        up.stop()
+    for label, results in runs.items():
+        assert len(results) == 1 and results[0]["rps"] > 0, label
+        assert results[0]["non_2xx"] == results[0]["socket_errors"] == 0, label
+    assert streamed["modelgate pass-through chat"][0]["cpu_us_per_chunk"] > 0
+    assert stop["upstream_calls"] > 0 and stop["lost_call_log_rows"] == 0
+    results = {"date": "2026-01-01T00:00:00+00:00", "command": "smoke", "machine": {
+        "cpu": "cpu", "cores": 2, "memory_gb": 1.0, "kernel": "k", "python": "3", "wrk": "wrk"},
+        "plan": {"quick": True, "rounds": 1, "duration_s": 1, "stream_seconds": 1, "connections": 4,
+                 "long_chunks": 20, "gap_ms": 1.0, "layout": bench.layout.describe()},
+        "agent150": runs, "streams": {"x20": streamed}, "stop": {"modelgate-w1": stop}}
+    table = agent_report.markdown(results)
+    assert "| 150 KB agent, pass-through CPU/req ≤ 1.3× bare (chat) | " in table
+    assert f"| lost call-log rows, errors (every run) | 0 of {stop['upstream_calls']} calls; 0 errors | yes |" in table
