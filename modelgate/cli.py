@@ -322,6 +322,43 @@ async def calls_list(svc: Any, args: argparse.Namespace) -> None:
                               print(f"({len(page.items)} of {page.total})")))
 
 
+TOKEN_COLUMNS = [("ID", _attr("id")), ("NAME", _attr("name")), ("PREFIX", _attr("prefix")), ("ROLE", _attr("role")),
+                 ("BY", _attr("created_by")), ("EXPIRES", _attr("expires_at")), ("LAST_USED", _attr("last_used_at")),
+                 ("REVOKED", _attr("revoked_at"))]
+AUDIT_COLUMNS = [("TIME", _attr("created_at")), ("ACTOR", _attr("actor")), ("VIA", _attr("via")),
+                 ("ACTION", _attr("action")), ("TARGET", _attr("target")), ("STATUS", _attr("status")),
+                 ("FROM", _attr("client_ip"))]
+
+
+async def token_create(svc: Any, args: argparse.Namespace) -> None:
+    user = await svc.users.get(args.user)
+    created = await svc.admin_tokens.create(args.name, args.role, user.id, args.expires_days)
+
+    def human() -> None:
+        if args.quiet:
+            print(created.plaintext)
+            return
+        print(f"Created API token {created.token.id} ({created.token.role}, acting as {user.username}):")
+        print(f"\n    {created.plaintext}\n")
+        print("Store it now: it cannot be shown again. Send it as `Authorization: Bearer <token>`.")
+
+    emit(args, {"token": created.token, "plaintext": created.plaintext}, human)
+
+
+async def token_list(svc: Any, args: argparse.Namespace) -> None:
+    _lister(TOKEN_COLUMNS)(args, await svc.admin_tokens.list())
+
+
+async def token_revoke(svc: Any, args: argparse.Namespace) -> None:
+    token = await svc.admin_tokens.revoke(args.id)
+    emit(args, token, lambda: print(f"API token {token.id} ({token.name}) is revoked"))
+
+
+async def audit_list(svc: Any, args: argparse.Namespace) -> None:
+    page = await svc.audit.query(actor=args.actor, action=args.action, limit=args.limit, offset=args.offset)
+    emit(args, page, lambda: (print_table(page.items, AUDIT_COLUMNS), print(f"({len(page.items)} of {page.total})")))
+
+
 # --- commands that manage the process or schema -------------------------------
 
 
@@ -354,9 +391,36 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
             migrated = await conn.run_sync(lambda c: inspect(c).has_table("alembic_version"))
         if not migrated:
             raise CliError("the database is not initialised; run `modelgate init` first")
-        await handler(Services(db, load_secret_box(settings), settings), args)
+        services = Services(db, load_secret_box(settings), settings)
+        status = 500
+        try:
+            await handler(services, args)
+            status = 200
+        except GatewayError as err:
+            status = err.status
+            raise
+        finally:
+            if getattr(args, "action", "list") not in READ_ONLY_ACTIONS:
+                await services.audit.record(actor=f"cli ({_os_user()})", via="cli", status=status,
+                                            action=f"cli {args.command} {args.action}", target=_target(args))
     finally:
         await db.dispose()
+
+
+READ_ONLY_ACTIONS = frozenset({"list", "kinds"})
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment (some containers)
+        return str(os.getuid())
+
+
+def _target(args: argparse.Namespace) -> str:
+    """The objects a CLI change named, without secrets (keys and passwords are left out)."""
+    names = ("name", "username", "app", "channel", "provider", "user", "id", "key_id", "cidr", "entry", "file")
+    return " ".join(f"{n}={getattr(args, n)}" for n in names if getattr(args, n, None) not in (None, ""))
 
 
 # --- parser ---------------------------------------------------------------------
@@ -485,6 +549,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd(breakers, "recover", breaker_recover, "force the breakers of a channel's endpoints closed")
     p.add_argument("--channel", required=True, metavar="NAME_OR_ID")
     p.add_argument("--endpoint", metavar="ID", help="only this endpoint (e.g. p1:k2)")
+
+    tokens = group("token", "management API tokens (Authorization: Bearer mgt_...)")
+    p = cmd(tokens, "create", token_create, "create a token (shown once)")
+    p.add_argument("--name", required=True)
+    p.add_argument("--role", default="ADMIN", type=str.upper, choices=["ADMIN", "USER"])
+    p.add_argument("--user", default="admin", metavar="NAME_OR_ID", help="the admin it acts as (default admin)")
+    p.add_argument("--expires-days", type=float, help="expire after this many days (default never)")
+    p.add_argument("--quiet", action="store_true", help="print only the token")
+    cmd(tokens, "list", token_list, "list tokens (prefix only)")
+    cmd(tokens, "revoke", token_revoke, "revoke a token at once").add_argument("id", type=int)
+
+    audit = group("audit", "the audit log of admin actions and logins")
+    p = cmd(audit, "list", audit_list, "newest first")
+    p.add_argument("--actor")
+    p.add_argument("--action", help="part of the action, e.g. providers")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--offset", type=int, default=0)
 
     calls = group("calls", "the call log")
     p = cmd(calls, "list", calls_list, "newest calls first")

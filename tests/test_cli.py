@@ -131,3 +131,21 @@ def test_cli_breaker_recover_records_one_request_per_endpoint(cli):
     assert rc == 0 and len(_json(out)["recovered"]) == 2
     rc, _, err = cli("breaker", "recover", "--channel", "main", "--endpoint", "p9:k9")
     assert rc != 0 and "p9:k9" in err
+
+
+def test_cli_tokens_and_audit(cli):
+    assert cli("init")[0] == 0
+    rc, out, _ = cli("token", "create", "--name", "ci", "--quiet")
+    token = out.strip()
+    assert rc == 0 and token.startswith("mgt_") and len(out.splitlines()) == 1
+    rc, out, _ = cli("token", "list")
+    assert token not in out and token[:12] in out and "ADMIN" in out
+    rc, out, _ = cli("--json", "token", "revoke", "1")
+    assert rc == 0 and _json(out)["revoked_at"]
+    assert cli("token", "create", "--name", "x", "--user", "nobody")[0] == 1
+    rc, out, _ = cli("--json", "audit", "list")
+    rows = _json(out)["items"]
+    assert [(r["action"], r["status"]) for r in rows] == [
+        ("cli token create", 404), ("cli token revoke", 200), ("cli token create", 200)]
+    assert rows[0]["via"] == "cli" and rows[0]["actor"].startswith("cli (") and "name=x" in rows[0]["target"]
+    assert token not in out

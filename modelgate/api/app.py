@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
+from modelgate.api.audit import AuditMiddleware
 from modelgate.api.envelope import (
     ErrorEnvelope,
     ShortError,
@@ -18,6 +19,7 @@ from modelgate.api.envelope import (
     install_error_handlers,
 )
 from modelgate.api.routes import (
+    admin,
     applications,
     auth,
     channels,
@@ -56,6 +58,8 @@ TAGS = [
     {"name": "ip-blacklist", "description": "Blocked addresses and networks (ADMIN)"},
     {"name": "call-log", "description": "One row per inference call"},
     {"name": "resilience", "description": "Retry, failover and breaker events (ADMIN)"},
+    {"name": "api-tokens", "description": "Management API tokens, sent as `Authorization: Bearer` (ADMIN)"},
+    {"name": "audit-log", "description": "Admin actions and logins: who, what, when, from where (ADMIN)"},
 ]
 
 
@@ -78,11 +82,12 @@ def create_management_app(state: ManagementState) -> FastAPI:
     app.state.stats_service = StatsService(state.db, state.catalog, state.clock)
     app.state.event_service = EventService(state.db)
     install_error_handlers(app)
-    app.add_middleware(TraceMiddleware)
+    app.add_middleware(AuditMiddleware)
+    app.add_middleware(TraceMiddleware)  # added last: the outermost, so the audit row has the trace id
     for router in (
         auth.router, observe.catalog_router, observe.stats_router, channels.router, providers.router,
         models.router, models.blacklist_router, applications.router, applications.keys_router, users.router,
-        observe.logs_router, observe.events_router,
+        observe.logs_router, observe.events_router, admin.tokens_router, admin.audit_router,
     ):
         app.include_router(router)
     return app

@@ -38,7 +38,21 @@ def client_ip(request: Request) -> str | None:
     return request.client.host if request.client else None
 
 
+def bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    return value[7:].strip() if value[:7].lower() == "bearer " else None
+
+
 async def current_session(request: Request) -> ActiveSession:
+    presented = bearer(request)
+    if presented is not None:
+        # A management API token: no cookie is involved, so there is no CSRF to guard against.
+        identity = await state(request).services.admin_tokens.resolve(presented)
+        if identity is None:
+            raise unauthorized("Invalid, expired or revoked API token")
+        active = ActiveSession(identity.user, "", identity.expires_at, token_id=identity.token_id)
+        request.state.session = active
+        return active
     token = request.cookies.get(COOKIE)
     active = await sessions(request).resolve(token) if token else None
     if active is None:
@@ -57,7 +71,15 @@ async def require_admin(active: Annotated[ActiveSession, Depends(current_session
     return active
 
 
+async def require_login_session(active: Annotated[ActiveSession, Depends(require_admin)]) -> ActiveSession:
+    """Admin actions that an API token may not do (minting more tokens)."""
+    if active.token_id is not None:
+        raise access_denied("This endpoint needs a console login, not an API token")
+    return active
+
+
 Session = Annotated[ActiveSession, Depends(current_session)]
+LoggedInAdmin = Annotated[ActiveSession, Depends(require_login_session)]
 Admin = Annotated[ActiveSession, Depends(require_admin)]
 State = Annotated[ManagementState, Depends(state)]
 

@@ -45,7 +45,7 @@ class UserOut(BaseModel):
 class SessionOut(BaseModel):
     user: UserOut
     csrfToken: str  # send back as X-CSRF-Token on POST/PUT/PATCH/DELETE
-    expiresAt: datetime
+    expiresAt: datetime | None  # None: an API token without expiry
 
 
 class UserCreateIn(In):

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from modelgate.auth.crypto import SecretBox
 from modelgate.config import Settings
+from modelgate.services.admin_tokens import AdminTokenService
 from modelgate.services.api_keys import ApiKeyService
 from modelgate.services.applications import ApplicationService
+from modelgate.services.audit import AuditService
 from modelgate.services.blacklist import BlacklistService
 from modelgate.services.breakers import BreakerService
 from modelgate.services.call_log import CallLogService
@@ -38,6 +40,8 @@ class Services:
         self.blacklist = BlacklistService(self.ctx)
         self.call_log = CallLogService(self.ctx)
         self.breakers = BreakerService(self.ctx, self.providers, self.channels)
+        self.admin_tokens = AdminTokenService(self.ctx)
+        self.audit = AuditService(self.ctx)
 
     @property
     def on_change(self) -> OnChange | None:

@@ -36,7 +36,12 @@ class NewSession:
 class ActiveSession:
     user: UserView
     csrf_token: str
-    expires_at: datetime
+    expires_at: datetime | None
+    token_id: int | None = None  # set when authenticated by a management API token, not a cookie
+
+    @property
+    def via(self) -> str:
+        return "session" if self.token_id is None else f"token:{self.token_id}"
 
 
 class SessionService:

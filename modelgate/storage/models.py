@@ -192,3 +192,37 @@ class ResilienceEvent(Base):
     model: Mapped[str | None] = mapped_column(String(128), nullable=True)
     error_type: Mapped[str | None] = mapped_column(String(32), nullable=True)
     detail: Mapped[str] = mapped_column(Text, default="")
+
+
+class AdminToken(Base):
+    """A management API token (`Authorization: Bearer mgt_…`); only its sha256 is stored."""
+
+    __tablename__ = "admin_tokens"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))  # first characters, for display
+    role: Mapped[str] = mapped_column(String(16))  # ADMIN | USER: what the token may do
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)  # acts as
+    created_by: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_used_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class AuditEntry(Base):
+    """One admin action or login: who, what, when, from where."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_created_at", "created_at"),)
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    actor: Mapped[str] = mapped_column(String(128))  # username, or "cli (osuser)"
+    user_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    via: Mapped[str] = mapped_column(String(32))  # session | token:<id> | cli | login
+    action: Mapped[str] = mapped_column(String(160), index=True)  # e.g. "POST /providers/{provider_id}"
+    target: Mapped[str] = mapped_column(String(255), default="")  # the concrete path or object
+    status: Mapped[int] = mapped_column(Integer)  # HTTP status of the answer (0 for the CLI's failures)
+    client_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    trace_id: Mapped[str | None] = mapped_column(String(36), nullable=True)

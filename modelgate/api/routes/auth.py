@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from modelgate.api import deps
 from modelgate.api.deps import Session, State
-from modelgate.api.envelope import Envelope, ok
+from modelgate.api.envelope import Envelope, ok, trace_id
 from modelgate.api.schemas import LoginIn, PasswordChangeIn, SessionOut, UserOut
 from modelgate.errors import rate_limited, unauthorized, validation_error
 
@@ -24,12 +24,21 @@ async def login(body: LoginIn, request: Request, mg: State) -> Response:
     throttle = deps.throttle(request)
     ip = deps.client_ip(request)
     wait = throttle.retry_after(body.username, ip)
+
+    async def audit(status: int, user_id: int | None = None) -> None:
+        await mg.services.audit.record(actor=body.username, user_id=user_id, via="login", action="POST /auth/login",
+                                       target="/auth/login", status=status, client_ip=ip,
+                                       trace_id=trace_id(request))
+
     if wait > 0:
+        await audit(429)
         raise rate_limited("Too many failed logins; try again later", wait)
     user = await mg.services.users.authenticate(body.username, body.password)
     if user is None:
         throttle.failed(body.username, ip)
+        await audit(401)
         raise unauthorized("Invalid username or password")
+    await audit(200, user.id)
     throttle.succeeded(body.username, ip)
     new = await deps.sessions(request).create(user.id)
     response = ok(request, SessionOut(user=UserOut.of(user), csrfToken=new.csrf_token, expiresAt=new.expires_at))
