@@ -3,7 +3,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from modelgate.errors import ErrorType
+from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols.ir import (
     ChatRequest,
     ImagePart,
@@ -224,7 +224,9 @@ def test_finish_reasons():
     assert finish("MAX_TOKENS") == "length"
     assert finish("SAFETY") == "content_filter"
     assert finish("RECITATION") == "content_filter"
-    assert finish("MALFORMED_FUNCTION_CALL") == "error"
+    with pytest.raises(UpstreamError) as caught:
+        finish("MALFORMED_FUNCTION_CALL")  # an abandoned answer is an upstream error, not a stop
+    assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
 
 
 async def test_models_listing(fake):

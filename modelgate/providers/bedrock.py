@@ -60,7 +60,7 @@ from modelgate.providers.base import (
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
 
-_STOP: dict[str, StopReason] = {
+_STOP: dict[str, StopReason | ErrorType] = {
     "end_turn": "stop",
     "tool_use": "tool_calls",
     "max_tokens": "length",
@@ -68,7 +68,18 @@ _STOP: dict[str, StopReason] = {
     "guardrail_intervened": "content_filter",
     "content_filtered": "content_filter",
     "model_context_window_exceeded": "length",
+    # The model's output could not be parsed: the answer is lost, not finished.
+    "malformed_model_output": ErrorType.UPSTREAM_ERROR,
+    "malformed_tool_use": ErrorType.UPSTREAM_ERROR,
 }
+
+
+def stop_reason(raw: str | None) -> StopReason:
+    """The stop reason of a Converse stopReason; raises the UpstreamError of an abnormal one."""
+    mapped = _STOP.get(raw or "", "stop")
+    if isinstance(mapped, ErrorType):
+        raise UpstreamError(mapped, f"Bedrock abandoned the answer (stopReason {raw!r})")
+    return mapped
 
 _ERRORS: dict[str, ErrorType] = {
     "ThrottlingException": ErrorType.RATE_LIMIT_ERROR,
@@ -92,10 +103,16 @@ _IMAGE_FORMATS = {"image/png": "png", "image/jpeg": "jpeg", "image/jpg": "jpeg",
                   "image/webp": "webp"}
 
 
+# bedrock-runtime.{region}.amazonaws.com, its -fips form, China's .com.cn, and interface VPC
+# endpoints: vpce-{id}.bedrock-runtime.{region}.vpce.amazonaws.com
+_REGION_HOST = re.compile(
+    r"(?:^|\.)bedrock(?:-runtime)?(?:-fips)?\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
+
+
 def region_of(endpoint: Endpoint) -> str:
     if endpoint.options.get("region"):
         return str(endpoint.options["region"])
-    match = re.match(r"bedrock(?:-runtime)?(?:-fips)?\.([a-z0-9-]+)\.amazonaws\.com", urlsplit(endpoint.base_url).hostname or "")
+    match = _REGION_HOST.search(urlsplit(endpoint.base_url).hostname or "")
     return match.group(1) if match else DEFAULT_REGION
 
 
@@ -193,7 +210,11 @@ def _usage(usage: Mapping[str, Any] | None) -> Usage:
 def classify_bedrock(status: int, error_type: str, message: str, headers: Mapping[str, str]) -> UpstreamError:
     kind = _ERRORS.get(error_type)
     lowered = message.lower()
-    if kind is ErrorType.INVALID_REQUEST and "model identifier is invalid" in lowered:
+    if "use case details" in lowered or "use-case form" in lowered:
+        # The account has not submitted the model vendor's use-case form: an account condition of
+        # this key (fail over), not a missing model (which would feed model deprecation).
+        kind = ErrorType.AUTHENTICATION_ERROR
+    elif kind is ErrorType.INVALID_REQUEST and "model identifier is invalid" in lowered:
         kind = ErrorType.MODEL_NOT_FOUND
     elif kind is ErrorType.RATE_LIMIT_ERROR and "per day" in lowered:
         kind = ErrorType.QUOTA_EXCEEDED  # a daily token quota will not recover by backing off
@@ -255,7 +276,7 @@ class BedrockAdapter:
                 text = (block["reasoningContent"].get("reasoningText") or {})
                 parts.append(ThinkingPart(text.get("text", ""), text.get("signature")))
         return ChatResponse(id="msg_bdrk_" + uuid.uuid4().hex[:24], model="", parts=parts,
-                            stop_reason=_STOP.get(data.get("stopReason", ""), "stop"), usage=_usage(data.get("usage")))
+                            stop_reason=stop_reason(data.get("stopReason")), usage=_usage(data.get("usage")))
 
     def stream_decoder(self) -> "BedrockStreamDecoder":
         return BedrockStreamDecoder()
@@ -274,8 +295,13 @@ class BedrockAdapter:
         return classify_bedrock(status, error_type, message, lowered)
 
     def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
-        # The model catalogue is on the control-plane host (bedrock.{region}), not bedrock-runtime.
-        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/").replace("://bedrock-runtime.", "://bedrock.", 1)
+        # The model catalogue is on the control-plane host (bedrock.{region}), not bedrock-runtime;
+        # behind a runtime VPC endpoint it is the public control-plane host of the same region.
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        if "://bedrock-runtime." in base:
+            base = base.replace("://bedrock-runtime.", "://bedrock.", 1)
+        elif ".vpce.amazonaws.com" in base:
+            base = f"https://bedrock.{region_of(endpoint)}.amazonaws.com"
         url = f"{base}/foundation-models?byOutputModality=TEXT"
         return UpstreamRequest("GET", url, self._sign("GET", url, None, endpoint, "bedrock", {"accept": "application/json"}))
 
@@ -359,7 +385,11 @@ class BedrockStreamDecoder:
                 if reasoning.get("text") or reasoning.get("signature"):
                     out.append(ThinkingDelta(reasoning.get("text", ""), reasoning.get("signature")))
         elif event == "messageStop":
-            self._stop = _STOP.get(data.get("stopReason", ""), "stop")
+            try:
+                self._stop = stop_reason(data.get("stopReason"))
+            except UpstreamError as exc:
+                self._ended = True
+                out.append(StreamError(exc.error_type.value, exc.message))
         elif event == "metadata":
             self._ended = True
             out.append(StreamEnd(self._stop or "stop", usage=_usage(data.get("usage"))))

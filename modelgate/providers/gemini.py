@@ -60,7 +60,9 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 # a signature for function calls that Gemini did not produce in this session.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
 
-_FINISH: dict[str, StopReason] = {
+# google-genai's FinishReason enum, each mapped deliberately (table in docs/providers.md):
+# refusals are content_filter stops, abandoned answers are upstream errors.
+_FINISH: dict[str, StopReason | ErrorType] = {
     "STOP": "stop",
     "MAX_TOKENS": "length",
     "SAFETY": "content_filter",
@@ -69,9 +71,19 @@ _FINISH: dict[str, StopReason] = {
     "PROHIBITED_CONTENT": "content_filter",
     "SPII": "content_filter",
     "IMAGE_SAFETY": "content_filter",
+    "IMAGE_PROHIBITED_CONTENT": "content_filter",
+    "IMAGE_RECITATION": "content_filter",
+    "IMAGE_OTHER": "content_filter",
+    "MODEL_ARMOR": "content_filter",
     "LANGUAGE": "content_filter",
-    "MALFORMED_FUNCTION_CALL": "error",
-    "UNEXPECTED_TOOL_CALL": "error",
+    "MALFORMED_FUNCTION_CALL": ErrorType.UPSTREAM_ERROR,
+    "UNEXPECTED_TOOL_CALL": ErrorType.UPSTREAM_ERROR,
+    "TOO_MANY_TOOL_CALLS": ErrorType.UPSTREAM_ERROR,
+    "MISSING_THOUGHT_SIGNATURE": ErrorType.UPSTREAM_ERROR,
+    "MALFORMED_RESPONSE": ErrorType.UPSTREAM_ERROR,
+    "NO_IMAGE": ErrorType.UPSTREAM_ERROR,
+    "OTHER": ErrorType.UPSTREAM_ERROR,
+    "FINISH_REASON_UNSPECIFIED": ErrorType.UPSTREAM_ERROR,
 }
 
 
@@ -273,13 +285,17 @@ def _new_call_id() -> str:
 
 
 def _stop_reason(finish: str | None, has_tool_calls: bool, blocked: bool) -> StopReason | None:
+    """The stop reason of a finishReason; raises the UpstreamError of an abandoned answer."""
     if blocked:
         return "content_filter"
     if finish is None:
         return None
     if finish == "STOP" and has_tool_calls:
         return "tool_calls"
-    return _FINISH.get(finish, "stop")
+    mapped = _FINISH.get(finish, "stop")
+    if isinstance(mapped, ErrorType):
+        raise UpstreamError(mapped, f"Gemini abandoned the answer (finishReason {finish})")
+    return mapped
 
 
 class GeminiAdapter:
@@ -433,7 +449,12 @@ class GeminiStreamDecoder:
             return out
         if not self._started:
             out.append(StreamStart("gen-" + uuid.uuid4().hex, ""))
-        out.append(StreamEnd(_stop_reason(self._finish, self._tool_calls > 0, self._blocked), usage=self._usage))
+        try:
+            stop = _stop_reason(self._finish, self._tool_calls > 0, self._blocked)
+        except UpstreamError as exc:
+            out.append(StreamError(exc.error_type.value, exc.message))
+            return out
+        out.append(StreamEnd(stop, usage=self._usage))
         return out
 
     def _on_data(self, data: str, out: list[StreamEvent]) -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import re
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -32,6 +33,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 
+_DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
 
@@ -57,7 +59,9 @@ def _tool_result_content(result: ToolResult) -> str:
     return f"Error: {text}" if result.is_error and not text.startswith("Error") else text
 
 
-def messages_to_openai(req: ChatRequest) -> list[dict[str, Any]]:
+def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list[dict[str, Any]]:
+    """`replay_reasoning`: send the thinking of assistant turns that called tools back as
+    `reasoning_content` (DeepSeek and Moonshot reject a tool-call turn of a thinking model without it)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": text} for text in req.system]
     for message in req.messages:
         if message.role == "user":
@@ -70,6 +74,9 @@ def messages_to_openai(req: ChatRequest) -> list[dict[str, Any]]:
                     {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                     for c in calls
                 ]
+                reasoning = "".join(p.text for p in message.parts if isinstance(p, ThinkingPart))
+                if replay_reasoning and reasoning:
+                    entry["reasoning_content"] = reasoning
             elif entry["content"] is None:
                 entry["content"] = ""
             out.append(entry)
@@ -93,8 +100,8 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     ]
 
 
-def request_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req)}
+def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req, replay_reasoning)}
     if req.max_tokens is not None:
         body["max_tokens"] = req.max_tokens
     for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user"):
@@ -137,9 +144,57 @@ def error_fields(body: bytes) -> tuple[str, str, str]:
     return body[:500].decode("utf-8", "replace"), "", ""
 
 
+def reasoning_text(message: Mapping[str, Any]) -> str:
+    """Reasoning of a message or delta: `reasoning_content` (DeepSeek, Moonshot, Qwen, vLLM) or
+    `reasoning` (Groq's parsed reasoning format, OpenRouter)."""
+    value = message.get("reasoning_content") or message.get("reasoning")
+    return value if isinstance(value, str) else ""
+
+
+def content_parts(content: Any) -> list[TextPart | ThinkingPart]:
+    """`content` as text, or as the list of chunks Mistral's reasoning models answer with:
+    `{"type": "text", "text"}` and `{"type": "thinking", "thinking": [text chunks]}`."""
+    if isinstance(content, str):
+        return [TextPart(content)] if content else []
+    parts: list[TextPart | ThinkingPart] = []
+    for chunk in content if isinstance(content, list) else ():
+        if not isinstance(chunk, dict):
+            continue
+        if chunk.get("type") == "thinking":
+            inner = chunk.get("thinking")
+            text = inner if isinstance(inner, str) else "".join(
+                c.get("text") or "" for c in inner or () if isinstance(c, dict))
+            if text:
+                parts.append(ThinkingPart(text))
+        elif isinstance(chunk.get("text"), str) and chunk["text"]:
+            parts.append(TextPart(chunk["text"]))
+    return parts
+
+
+# A finish reason is either a stop reason or an upstream failure: an answer the provider
+# abandoned (malformed output, lost resources) is reported as an error, never as a normal stop.
+Finish = StopReason | ErrorType
+
+
+def abnormal_finish(error_type: ErrorType, reason: str) -> UpstreamError:
+    return UpstreamError(error_type, f"Upstream abandoned the answer (finish reason {reason!r})")
+
+
 class OpenAIChatAdapter:
     wire = "openai-chat"
     chat_path = "/chat/completions"
+    # Provider finish reasons beyond OpenAI's (set per kind in the registry); unknown ones mean stop.
+    finish_reasons: Mapping[str, Finish] = {}
+    replay_reasoning = False  # see messages_to_openai
+
+    def finish(self, reason: str | None) -> StopReason | None:
+        """The stop reason of a finish_reason; raises the UpstreamError of an abnormal one."""
+        if not reason:
+            return None
+        mapped = self.finish_reasons.get(reason) or STOP_REASON.get(reason, "stop")
+        if isinstance(mapped, ErrorType):
+            raise abnormal_finish(mapped, reason)
+        return mapped
 
     def url(self, endpoint: Endpoint, upstream_model: str) -> str:
         return endpoint.base_url.rstrip("/") + self.chat_path
@@ -150,7 +205,7 @@ class OpenAIChatAdapter:
         return {**_JSON_HEADERS, "authorization": f"Bearer {endpoint.api_key}"}
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = request_body(req, upstream_model)
+        body = request_body(req, upstream_model, self.replay_reasoning)
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
                                orjson.dumps(body))
 
@@ -173,11 +228,10 @@ class OpenAIChatAdapter:
         except (orjson.JSONDecodeError, KeyError, IndexError, TypeError):
             raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a malformed chat completion")
         parts: list[Any] = []
-        reasoning = message.get("reasoning_content")
-        if isinstance(reasoning, str) and reasoning:
+        reasoning = reasoning_text(message)
+        if reasoning:
             parts.append(ThinkingPart(reasoning))
-        if message.get("content"):
-            parts.append(TextPart(message["content"]))
+        parts.extend(content_parts(message.get("content")))
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             parts.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or "{}"))
@@ -185,13 +239,13 @@ class OpenAIChatAdapter:
             id=str(data.get("id") or ""),
             model=str(data.get("model") or ""),
             parts=parts,
-            stop_reason=STOP_REASON.get(choice.get("finish_reason") or "", "stop"),
+            stop_reason=self.finish(choice.get("finish_reason")) or "stop",
             usage=usage_from_openai(data.get("usage")),
             created=data.get("created") if isinstance(data.get("created"), int) else None,
         )
 
     def stream_decoder(self) -> "OpenAIStreamDecoder":
-        return OpenAIStreamDecoder()
+        return OpenAIStreamDecoder(self.finish)
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         message, error_type, code = error_fields(body)
@@ -204,6 +258,10 @@ class OpenAIChatAdapter:
             error.error_type = ErrorType.MODEL_NOT_FOUND
         elif code == "invalid_api_key":
             error.error_type = ErrorType.AUTHENTICATION_ERROR
+        elif status == 429 and _DAILY.search(message):
+            # A daily limit (Groq: "tokens per day (TPD)", retry-after ~15 min) does not recover
+            # by backing off: fail over instead of retrying.
+            error.error_type = ErrorType.QUOTA_EXCEEDED
         return error
 
     def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
@@ -211,13 +269,16 @@ class OpenAIChatAdapter:
 
     def parse_models(self, body: bytes) -> list[str]:
         data = orjson.loads(body)
-        return [m["id"] for m in data.get("data", []) if isinstance(m, dict) and "id" in m]
+        # `{"object": "list", "data": [...]}`, or a bare array (Together)
+        models = data if isinstance(data, list) else data.get("data", [])
+        return [m["id"] for m in models if isinstance(m, dict) and "id" in m]
 
 
 class OpenAIStreamDecoder:
     """chat.completion.chunk SSE → IR events."""
 
-    def __init__(self) -> None:
+    def __init__(self, finish: Callable[[str | None], StopReason | None] | None = None) -> None:
+        self._finish_reason = finish or (lambda reason: STOP_REASON.get(reason or "", "stop"))
         self._parser = sse.SSEParser()
         self._started = False
         self._ended = False
@@ -251,24 +312,32 @@ class OpenAIStreamDecoder:
             events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, message))
             self._ended = True
             return
-        if not self._started:
+        # Azure opens with a prompt-filter frame (no choices, empty id and model): the stream
+        # starts with the first real chunk.
+        if not self._started and (chunk.get("id") or chunk.get("choices")):
             self._started = True
             events.append(StreamStart(str(chunk.get("id") or ""), str(chunk.get("model") or "")))
         usage = chunk_usage(chunk)
         if usage is not None:
             self._usage = usage
-            events.append(UsageUpdate(usage))
+            if self._started:
+                events.append(UsageUpdate(usage))
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
-            reasoning = delta.get("reasoning_content")
+            reasoning = reasoning_text(delta)
             if reasoning:
                 events.append(ThinkingDelta(reasoning))
-            if delta.get("content"):
-                events.append(TextDelta(delta["content"]))
+            for part in content_parts(delta.get("content")):
+                events.append(ThinkingDelta(part.text) if isinstance(part, ThinkingPart) else TextDelta(part.text))
             for call in delta.get("tool_calls") or ():
                 self._on_tool_call(call, events)
             if choice.get("finish_reason"):
-                self._stop = STOP_REASON.get(choice["finish_reason"], "stop")
+                try:
+                    self._stop = self._finish_reason(choice["finish_reason"])
+                except UpstreamError as exc:
+                    events.append(StreamError(exc.error_type.value, exc.message))
+                    self._ended = True
+                    return
 
     def _on_tool_call(self, call: dict[str, Any], events: list[StreamEvent]) -> None:
         upstream_index = call.get("index", len(self._tool_index))

@@ -2,12 +2,15 @@
 
 `CompatChatAdapter` is OpenAIChatAdapter with per-provider knobs, set in the
 registry: request fields a provider names differently or rejects, whether to
-ask for stream usage, and the provider's own error codes.
+ask for stream usage, the provider's own error codes and finish reasons, its
+tool-call id rule, and provider-record options passed into the body.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+import hashlib
+import re
+from typing import Any, Callable, Mapping
 
 import orjson
 
@@ -15,10 +18,44 @@ from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols.ir import ChatRequest
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import (
+    Finish,
     OpenAIChatAdapter,
     error_fields,
     request_body,
 )
+
+_MISTRAL_ID = re.compile(r"[A-Za-z0-9]{9}")
+_BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def mistral_tool_id(call_id: str) -> str:
+    """Mistral accepts only tool-call ids of exactly 9 letters or digits. Others (`toolu_...` from a
+    messages client, `call_...` after a failover) are replaced by a hash of the id: the same id
+    always gets the same replacement, so calls and results still pair up on every later turn.
+    Mistral's answers carry ids it made itself, already valid, so clients see their own ids."""
+    if _MISTRAL_ID.fullmatch(call_id):
+        return call_id
+    number = int.from_bytes(hashlib.sha256(call_id.encode()).digest()[:8], "big")
+    chars = []
+    for _ in range(9):
+        number, digit = divmod(number, 62)
+        chars.append(_BASE62[digit])
+    return "".join(chars)
+
+
+def _map_tool_ids(messages: Any, rule: Callable[[str], str]) -> None:
+    for message in messages if isinstance(messages, list) else ():
+        if not isinstance(message, dict):
+            continue
+        if isinstance(message.get("tool_call_id"), str):
+            message["tool_call_id"] = rule(message["tool_call_id"])
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            message["tool_calls"] = [
+                {**call, "id": rule(call["id"])} if isinstance(call, dict) and isinstance(call.get("id"), str)
+                else call
+                for call in calls
+            ]
 
 
 class CompatChatAdapter(OpenAIChatAdapter):
@@ -31,6 +68,12 @@ class CompatChatAdapter(OpenAIChatAdapter):
         error_codes: Mapping[str, ErrorType] | None = None,
         quota_hints: tuple[str, ...] = (),
         not_found_hints: tuple[str, ...] = (),
+        auth_hints: tuple[str, ...] = (),
+        invalid_hints: tuple[str, ...] = (),
+        finish_reasons: Mapping[str, Finish] | None = None,
+        tool_id: Callable[[str], str] | None = None,
+        replay_reasoning: bool = False,
+        body_options: tuple[str, ...] = (),
     ) -> None:
         self.renames = dict(renames or {})  # IR chat field -> the provider's name for it
         self.drop = drop  # fields the provider rejects
@@ -39,8 +82,19 @@ class CompatChatAdapter(OpenAIChatAdapter):
         self.error_codes = dict(error_codes or {})  # provider error `code` or `type` -> error type
         self.quota_hints = quota_hints  # lower-case message fragments that mean an exhausted balance
         self.not_found_hints = not_found_hints  # lower-case message fragments that mean an unknown model
+        self.auth_hints = auth_hints  # ... that mean a bad key, whatever the status (xAI answers 400)
+        self.invalid_hints = invalid_hints  # ... that mean the request cannot be served as asked
+        self.finish_reasons = dict(finish_reasons or {})
+        self.tool_id = tool_id  # the provider's rule for tool-call ids, applied to every id sent
+        self.replay_reasoning = replay_reasoning
+        self.body_options = body_options  # provider-record options sent as body fields of the same name
 
-    def _adjust(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _adjust(self, body: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
+        for name in self.body_options:
+            if name in endpoint.options and name not in body:
+                body[name] = endpoint.options[name]
+        if self.tool_id is not None:
+            _map_tool_ids(body.get("messages"), self.tool_id)
         for old, new in self.renames.items():
             if old in body:
                 body[new] = body.pop(old)
@@ -51,16 +105,17 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return body
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = self._adjust(request_body(req, upstream_model))
+        body = self._adjust(request_body(req, upstream_model, self.replay_reasoning), endpoint)
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint), orjson.dumps(body))
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest:
         up = super().build_native_request(body, upstream_model, endpoint, stream)
-        if not (self.renames or self.drop or not self.stream_usage_option):
+        if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id
+                or any(name in endpoint.options for name in self.body_options)):
             return up
-        up.body = orjson.dumps(self._adjust(orjson.loads(up.body or b"{}")))
+        up.body = orjson.dumps(self._adjust(orjson.loads(up.body or b"{}"), endpoint))
         return up
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
@@ -69,8 +124,13 @@ class CompatChatAdapter(OpenAIChatAdapter):
         if not (error_type or code):
             error_type, code = _top_level_fields(body)
         mapped = self.error_codes.get(code) or self.error_codes.get(error_type)
+        lowered = message.lower()
         if mapped is not None:
             error.error_type = mapped
+        elif any(hint in lowered for hint in self.auth_hints):
+            error.error_type = ErrorType.AUTHENTICATION_ERROR
+        elif any(hint in lowered for hint in self.invalid_hints):
+            error.error_type = ErrorType.INVALID_REQUEST
         elif any(hint in message.lower() for hint in self.quota_hints):
             error.error_type = ErrorType.QUOTA_EXCEEDED
         elif any(hint in message.lower() for hint in self.not_found_hints):

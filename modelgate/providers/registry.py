@@ -21,7 +21,7 @@ from modelgate.providers.mock import DISPLAY_BASE_URL as MOCK_BASE_URL
 from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
-from modelgate.providers.openai_compat import CompatChatAdapter
+from modelgate.providers.openai_compat import CompatChatAdapter, mistral_tool_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +41,7 @@ _QUOTA = ErrorType.QUOTA_EXCEEDED
 _RATE = ErrorType.RATE_LIMIT_ERROR
 _INVALID = ErrorType.INVALID_REQUEST
 _AUTH = ErrorType.AUTHENTICATION_ERROR
+_UPSTREAM = ErrorType.UPSTREAM_ERROR
 
 KINDS: dict[str, ProviderKind] = {
     kind.name: kind
@@ -66,30 +67,45 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind("cohere", "Cohere", CohereAdapter(), "https://api.cohere.com",
                      "https://docs.cohere.com/reference/chat"),
         ProviderKind("mistral", "Mistral AI",
-                     # Mistral names the seed `random_seed`, has no `user`, and reports stream usage unasked.
+                     # Mistral names the seed `random_seed`, has no `user`, reports stream usage unasked,
+                     # and takes only 9-character tool-call ids.
                      CompatChatAdapter(renames={"seed": "random_seed"}, drop=("user",), stream_usage_option=False,
-                                       error_codes={"invalid_model": _NOT_FOUND}),
+                                       error_codes={"invalid_model": _NOT_FOUND}, tool_id=mistral_tool_id,
+                                       finish_reasons={"model_length": "length", "error": _UPSTREAM}),
                      "https://api.mistral.ai/v1", "https://docs.mistral.ai/api/"),
-        ProviderKind("deepseek", "DeepSeek", _openai_chat, "https://api.deepseek.com",
+        ProviderKind("deepseek", "DeepSeek",
+                     # Thinking mode with tools needs the reasoning of tool-call turns sent back.
+                     CompatChatAdapter(replay_reasoning=True,
+                                       finish_reasons={"insufficient_system_resource": ErrorType.SERVICE_UNAVAILABLE}),
+                     "https://api.deepseek.com",
                      "https://api-docs.deepseek.com/api/create-chat-completion"),
         ProviderKind("groq", "Groq", _openai_chat, "https://api.groq.com/openai/v1",
                      "https://console.groq.com/docs/api-reference"),
         ProviderKind("together", "Together AI",
                      CompatChatAdapter(error_codes={"model_not_available": _NOT_FOUND}),
-                     "https://api.together.xyz/v1", "https://docs.together.ai/reference/chat-completions-1"),
+                     # the official SDK's host (together 3.x); api.together.xyz still answers too
+                     "https://api.together.ai/v1", "https://docs.together.ai/reference/chat-completions-1"),
         ProviderKind("fireworks", "Fireworks AI", _openai_chat, "https://api.fireworks.ai/inference/v1",
                      "https://docs.fireworks.ai/api-reference/post-chatcompletions"),
         ProviderKind("openrouter", "OpenRouter",
-                     CompatChatAdapter(not_found_hints=("is not a valid model id",)),
+                     CompatChatAdapter(not_found_hints=("is not a valid model id",),
+                                       # 404 "No endpoints found that support tool use": this model
+                                       # cannot serve what the request asks for.
+                                       invalid_hints=("no endpoints found that support",),
+                                       finish_reasons={"error": _UPSTREAM}, body_options=("provider",)),
                      "https://openrouter.ai/api/v1", "https://openrouter.ai/docs/api-reference/chat-completion"),
-        ProviderKind("xai", "xAI", _openai_chat, "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
+        ProviderKind("xai", "xAI",
+                     # xAI answers a bad or revoked key with HTTP 400 "Incorrect API key provided".
+                     CompatChatAdapter(auth_hints=("incorrect api key", "incorrect%20api%20key")),
+                     "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
         ProviderKind("perplexity", "Perplexity",
                      # Usage comes on the stream's chunks without asking.
                      CompatChatAdapter(stream_usage_option=False, error_codes={"invalid_model": _NOT_FOUND}),
                      "https://api.perplexity.ai", "https://docs.perplexity.ai/api-reference/chat-completions-post"),
         ProviderKind("moonshot", "Moonshot AI (Kimi)",
                      CompatChatAdapter(error_codes={"exceeded_current_quota_error": _QUOTA,
-                                                    "content_filter": _INVALID}),
+                                                    "content_filter": _INVALID},
+                                       replay_reasoning=True),
                      "https://api.moonshot.cn/v1", "https://platform.moonshot.cn/docs/api/chat",
                      base_url_note="international platform: https://api.moonshot.ai/v1"),
         ProviderKind("zhipu", "Zhipu AI (GLM)",
@@ -97,7 +113,8 @@ KINDS: dict[str, ProviderKind] = {
                      CompatChatAdapter(stream_usage_option=False, error_codes={
                          "1000": _AUTH, "1001": _AUTH, "1002": _AUTH, "1003": _AUTH, "1004": _AUTH,
                          "1113": _QUOTA, "1211": _NOT_FOUND, "1301": _INVALID,
-                         "1302": _RATE, "1303": _RATE, "1305": _RATE}),
+                         "1302": _RATE, "1303": _RATE, "1305": _RATE},
+                         finish_reasons={"sensitive": "content_filter", "network_error": _UPSTREAM}),
                      "https://open.bigmodel.cn/api/paas/v4", "https://docs.bigmodel.cn/api-reference",
                      base_url_note="international platform: https://api.z.ai/api/paas/v4"),
         ProviderKind("dashscope", "Alibaba Cloud Model Studio (DashScope)",
