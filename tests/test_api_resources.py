@@ -5,6 +5,7 @@ from __future__ import annotations
 from modelgate.api import EndpointCheck, HealthCheckResult
 from modelgate.auth.keys import hash_api_key
 from modelgate.errors import ErrorType, UpstreamError, not_found
+from modelgate.providers.registry import KINDS
 from modelgate.routing.breaker import BreakerState
 from modelgate.storage.usage_writer import CallRecord, UsageWriter
 from tests import test_api_base as base
@@ -160,7 +161,7 @@ async def test_provider_kinds_and_crud_never_leak_upstream_key(api: Env) -> None
     c = await as_admin(api)
     listed = (await c.get("/api/v1/providers/kinds")).json()["data"]
     kinds = {k["kind"] for k in listed}
-    assert {"openai", "openai-compatible", "mock"} <= kinds and len(kinds) == 22
+    assert {"openai", "openai-compatible", "mock"} <= kinds and kinds == set(KINDS)
     # kinds without a default base URL tell the admin what to enter
     assert all(k["baseUrlNote"] for k in listed if k["defaultBaseUrl"] is None)
     provider, _ = await _provider_and_channel(c)

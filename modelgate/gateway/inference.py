@@ -40,7 +40,7 @@ from modelgate.protocols.ir import (
     Usage,
     UsageUpdate,
 )
-from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest, refusal
+from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest, prepare, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
@@ -262,6 +262,7 @@ class _Call:
         return remaining
 
     async def complete(self, route: Route, endpoint: Endpoint) -> tuple[bytes, Usage]:
+        await prepare(get_kind(route.provider_kind).adapter, endpoint)
         adapter, req, native = self._request(route, endpoint)
         status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
         if status >= 400:
@@ -278,6 +279,7 @@ class _Call:
         return data, self.codec.native_usage(parsed)
 
     async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:
+        await prepare(get_kind(route.provider_kind).adapter, endpoint)
         adapter, req, native = self._request(route, endpoint)
         timeout = self._timeout()
         resp: aiohttp.ClientResponse | None = None

@@ -7,7 +7,7 @@ import time
 from typing import Any, Mapping
 
 from modelgate.errors import UpstreamError
-from modelgate.providers.base import Endpoint, UpstreamRequest, refusal
+from modelgate.providers.base import Endpoint, UpstreamRequest, prepare, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.health import EndpointCheck, HealthCheckResult
 from modelgate.routing.snapshot import Route
@@ -29,6 +29,7 @@ class UpstreamChecks:
         adapter = get_kind(kind).adapter
         started = time.perf_counter()
         try:
+            await prepare(adapter, endpoint)
             status, headers, body = await self.http(adapter.models_request(endpoint))
             if status >= 400:
                 raise refusal(adapter, status, body, headers, endpoint)

@@ -1,10 +1,15 @@
 """Azure OpenAI wire adapter: the chat-completions body at Azure's deployment URLs.
 
 POST {base}/openai/deployments/{deployment}/chat/completions?api-version=...
-with the key in the `api-key` header. The base is the resource endpoint
-(https://{resource}.openai.azure.com), so there is no default; the upstream
-model name of a channel is the *deployment* name. `options.api_version`
+or, with `options.api_version: "v1"`, the v1 API: POST {base}/openai/v1/chat/completions
+with the deployment name as `model` and no api-version. The base is the resource
+endpoint (https://{resource}.openai.azure.com), so there is no default; the upstream
+model name of a channel is the *deployment* name. `options.api_version` otherwise
 overrides the default GA API version.
+
+Auth: the resource key in the `api-key` header, or with `options.auth: "entra"` a
+Microsoft Entra ID token (`Authorization: Bearer`) from azure-identity
+(`providers/credentials.py`: client secret, workload identity, managed identity).
 
 Models: the data plane cannot list deployments any more (that moved to the
 Azure management API, which needs an Entra ID token, not the resource key).
@@ -22,9 +27,17 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
+from modelgate.providers.credentials import AzureEntraToken, source_for
 from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields
 
 DEFAULT_API_VERSION = "2024-10-21"  # latest GA data-plane inference version
+_JSON = {"content-type": "application/json", "accept": "application/json"}
+
+
+def _entra(endpoint: Endpoint) -> AzureEntraToken | None:
+    if endpoint.options.get("auth") != "entra":
+        return None
+    return source_for(endpoint, lambda: AzureEntraToken(endpoint.options, endpoint.api_key))  # type: ignore[return-value]
 
 
 class AzureOpenAIAdapter(OpenAIChatAdapter):
@@ -33,12 +46,25 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
     def _version(self, endpoint: Endpoint) -> str:
         return str(endpoint.options.get("api_version") or DEFAULT_API_VERSION)
 
+    def _v1(self, endpoint: Endpoint) -> bool:
+        return self._version(endpoint) == "v1"
+
+    async def prepare(self, endpoint: Endpoint) -> None:
+        token = _entra(endpoint)
+        if token is not None:
+            await token.prepare()
+
     def url(self, endpoint: Endpoint, upstream_model: str) -> str:
+        if self._v1(endpoint):
+            return f"{endpoint.base_url.rstrip('/')}/openai/v1/chat/completions"
         return (f"{endpoint.base_url.rstrip('/')}/openai/deployments/{quote(upstream_model, safe='')}"
                 f"/chat/completions?api-version={quote(self._version(endpoint), safe='')}")
 
     def headers(self, endpoint: Endpoint) -> dict[str, str]:
-        return {"content-type": "application/json", "accept": "application/json", "api-key": endpoint.api_key}
+        token = _entra(endpoint)
+        if token is not None:
+            return {**_JSON, "authorization": f"Bearer {token.value.token}"}
+        return {**_JSON, "api-key": endpoint.api_key}
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         message, _, code = error_fields(body)
@@ -52,6 +78,8 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         return super().classify_error(status, body, headers)
 
     def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
+        if self._v1(endpoint):
+            return UpstreamRequest("GET", f"{endpoint.base_url.rstrip('/')}/openai/v1/models", self.headers(endpoint))
         return UpstreamRequest(
             "GET", f"{endpoint.base_url.rstrip('/')}/openai/models?api-version={quote(self._version(endpoint), safe='')}",
             self.headers(endpoint),

@@ -70,6 +70,14 @@ class NativeWireAdapter(WireAdapter, Protocol):
     ) -> UpstreamRequest: ...
 
 
+async def prepare(adapter: WireAdapter, endpoint: Endpoint) -> None:
+    """Obtain or renew the endpoint's credentials before a request is built (cloud identity chains:
+    `providers/credentials.py`); nothing for adapters that only use the stored key."""
+    hook = getattr(adapter, "prepare", None)
+    if hook is not None:
+        await hook(endpoint)
+
+
 def refusal(adapter: WireAdapter, status: int, body: bytes, headers: Mapping[str, str],
              endpoint: Endpoint) -> UpstreamError:
     """The classified upstream error, with the endpoint's key taken out of the provider's text."""

@@ -5,10 +5,12 @@ https://bedrock-runtime.{region}.amazonaws.com. Streams use AWS's binary
 event-stream framing (application/vnd.amazon.eventstream), decoded with
 botocore's EventStreamBuffer; requests are signed with botocore's SigV4Auth.
 
-Upstream key formats (docs/providers.md):
-- "ACCESS_KEY_ID:SECRET_ACCESS_KEY" or "ACCESS_KEY_ID:SECRET_ACCESS_KEY:SESSION_TOKEN"
-  -> SigV4 signature (service "bedrock");
-- a Bedrock API key (no colon) -> `Authorization: Bearer <key>`.
+Credentials (docs/providers.md):
+- `options.auth: "aws"`: botocore's standard credential chain (environment, shared
+  profile `options.profile`, SSO, web identity, container and instance roles), refreshed
+  by botocore; no key needed;
+- else the upstream key: "ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN]" -> SigV4
+  signature (service "bedrock"), or a Bedrock API key (no colon) -> `Authorization: Bearer`.
 The signing region is `options.region`, else the region in the base URL's
 host, else us-east-1.
 
@@ -56,6 +58,7 @@ from modelgate.providers.base import (
     classify_by_status,
     retry_after_seconds,
 )
+from modelgate.providers.credentials import AwsChain, source_for
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
@@ -223,33 +226,55 @@ def classify_bedrock(status: int, error_type: str, message: str, headers: Mappin
     return UpstreamError(kind, message, status, retry_after_seconds(headers))
 
 
+def _sigv4(method: str, url: str, body: bytes | None, headers: dict[str, str], access_key: str, secret_key: str,
+           token: str | None, service: str, region: str) -> dict[str, str]:
+    # botocore is imported here, not at module level: it costs ~16 MB of memory that only
+    # gateways with a Bedrock provider should pay.
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    aws = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
+    SigV4Auth(Credentials(access_key, secret_key, token), service, region).add_auth(aws)
+    return {k.lower(): v for k, v in aws.headers.items()}
+
+
 def botocore_parser_error() -> type[Exception]:
     from botocore.eventstream import ParserError
 
     return ParserError
 
 
+def _chain(endpoint: Endpoint) -> AwsChain | None:
+    if endpoint.options.get("auth") != "aws":
+        return None
+    profile = endpoint.options.get("profile")
+    return source_for(endpoint, lambda: AwsChain(str(profile) if profile else None))  # type: ignore[return-value]
+
+
 class BedrockAdapter:
     wire = "bedrock-converse"
 
+    async def prepare(self, endpoint: Endpoint) -> None:
+        chain = _chain(endpoint)
+        if chain is not None:
+            await chain.prepare()
+
     def _sign(self, method: str, url: str, body: bytes | None, endpoint: Endpoint, service: str,
               headers: dict[str, str]) -> dict[str, str]:
+        chain = _chain(endpoint)
+        if chain is not None:
+            frozen = chain.value
+            return _sigv4(method, url, body, headers, frozen.access_key, frozen.secret_key, frozen.token,
+                          service, region_of(endpoint))
         parts = endpoint.api_key.split(":")
         if len(parts) == 1:
             return {**headers, "authorization": f"Bearer {endpoint.api_key}"}
         if len(parts) not in (2, 3) or not all(parts):
             raise UpstreamError(ErrorType.AUTHENTICATION_ERROR,
                                 "Bedrock key must be ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] or an API key")
-        # botocore is imported here, not at module level: it costs ~16 MB of memory that only
-        # gateways with a Bedrock provider should pay.
-        from botocore.auth import SigV4Auth
-        from botocore.awsrequest import AWSRequest
-        from botocore.credentials import Credentials
-
-        creds = Credentials(parts[0], parts[1], parts[2] if len(parts) == 3 else None)
-        aws = AWSRequest(method=method, url=url, data=body or b"", headers=headers)
-        SigV4Auth(creds, service, region_of(endpoint)).add_auth(aws)
-        return {k.lower(): v for k, v in aws.headers.items()}
+        return _sigv4(method, url, body, headers, parts[0], parts[1], parts[2] if len(parts) == 3 else None,
+                      service, region_of(endpoint))
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")

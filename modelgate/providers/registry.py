@@ -9,6 +9,7 @@ with what each kind maps and drops, is docs/providers.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 from modelgate.errors import ErrorType
 from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
@@ -22,6 +23,7 @@ from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 from modelgate.providers.openai_compat import CompatChatAdapter, mistral_tool_id
+from modelgate.providers.vertex import VertexAdapter
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,10 @@ class ProviderKind:
     docs_url: str
     key_required: bool = True
     base_url_note: str = ""  # what to enter as base URL (why there is no default, or regional variants)
+    keyless_auth: tuple[str, ...] = ()  # `options.auth` values that need no stored key (cloud identity)
+
+    def needs_key(self, options: Mapping[str, Any]) -> bool:
+        return self.key_required and options.get("auth") not in self.keyless_auth
 
 
 _openai_chat = OpenAIChatAdapter()
@@ -54,16 +60,25 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind("azure-openai", "Azure OpenAI", AzureOpenAIAdapter(), None,
                      "https://learn.microsoft.com/azure/ai-services/openai/reference",
                      base_url_note="the resource endpoint, https://{resource}.openai.azure.com; "
-                                   "model names are deployment names; options.api_version"),
+                                   "model names are deployment names; options.api_version (\"v1\": the v1 API); "
+                                   "options.auth \"entra\": Microsoft Entra ID instead of the resource key",
+                     keyless_auth=("entra",)),
         ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",
                      "https://docs.anthropic.com/en/api/messages"),
         ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",
                      "https://ai.google.dev/api/generate-content"),
+        ProviderKind("vertex-ai", "Google Cloud Vertex AI", VertexAdapter(), "https://aiplatform.googleapis.com",
+                     "https://cloud.google.com/vertex-ai/generative-ai/docs/model-reference/inference",
+                     key_required=False,
+                     base_url_note="key: a service-account key file's JSON, or none for application-default "
+                                   "credentials; options.project, options.location (default global); "
+                                   "claude-* models go to the anthropic publisher"),
         ProviderKind("aws-bedrock", "AWS Bedrock", BedrockAdapter(), "https://bedrock-runtime.us-east-1.amazonaws.com",
                      "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html",
                      base_url_note="https://bedrock-runtime.{region}.amazonaws.com (the signing region is taken "
                                    "from it, or options.region); key ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] "
-                                   "or a Bedrock API key"),
+                                   "or a Bedrock API key, or options.auth \"aws\" for the AWS credential chain",
+                     keyless_auth=("aws",)),
         ProviderKind("cohere", "Cohere", CohereAdapter(), "https://api.cohere.com",
                      "https://docs.cohere.com/reference/chat"),
         ProviderKind("mistral", "Mistral AI",

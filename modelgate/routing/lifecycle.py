@@ -15,7 +15,7 @@ from typing import Awaitable, Callable, Iterable, Mapping, Protocol
 
 from modelgate.config import LifecycleSettings
 from modelgate.errors import ErrorType
-from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter, refusal
+from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter, prepare, refusal
 from modelgate.routing.events import (
     Clock,
     EventSink,
@@ -105,6 +105,7 @@ def adapter_lister(adapter_for: Callable[[str], WireAdapter], http: HttpCall) ->
 
     async def list_models(endpoint: Endpoint) -> list[str]:
         adapter = adapter_for(endpoint.kind)
+        await prepare(adapter, endpoint)
         status, headers, body = await http(adapter.models_request(endpoint))
         if status != 200:
             raise refusal(adapter, status, body, headers, endpoint)

@@ -23,7 +23,7 @@ def endpoint_ids(provider: ProviderView) -> list[tuple[str, str | None]]:
     if keys:
         return [(f"p{provider.id}:k{k.id}", k.hint or None) for k in keys]
     kind = KINDS.get(provider.kind)
-    if kind is not None and not kind.key_required:
+    if kind is not None and not kind.needs_key(provider.options or {}):
         return [(f"p{provider.id}:k0", None)]
     return []
 

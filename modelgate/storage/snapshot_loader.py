@@ -105,7 +105,7 @@ async def load_snapshot(db: Database, box: SecretBox, settings: Settings) -> Sna
             continue
         options = MappingProxyType(dict(r.options or {}))
         keys = secrets_of.get(r.id, [])
-        if not keys and not kind.key_required:
+        if not keys and not kind.needs_key(options):
             keys = [(0, "")]
         endpoints_of[r.id] = tuple(
             Endpoint(f"p{r.id}:k{key_id}", r.id, key_id, r.kind, r.base_url, secret, options)
