@@ -85,22 +85,17 @@ def run(settings: Settings) -> None:
             factory=True,
         ).serve()
         return
+    if server.workers > 1:
+        from modelgate import workers
+
+        workers.serve(settings)
+        return
     import uvicorn
 
-    uvicorn.run(
-        "modelgate.gateway.app:create_app",
-        factory=True,
-        host=server.host,
-        port=server.port,
-        workers=server.workers,
-        loop="uvloop",
-        http="httptools",
-        lifespan="on",
-        access_log=False,
-        proxy_headers=False,  # X-Forwarded-For is honoured by the gateway itself, when configured
-        log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=30,
-    )
+    from modelgate.workers import uvicorn_options
+
+    uvicorn.run("modelgate.gateway.app:create_app", host=server.host, port=server.port,
+                **uvicorn_options(settings))
 
 
 if __name__ == "__main__":

@@ -92,3 +92,63 @@ async def test_gateway_on_postgresql_records_calls(tmp_path, openai_upstream):
     finally:
         await conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
         await conn.close()
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Inodes of the TCP sockets listening on `port` (state 0A in /proc/net/tcp)."""
+    inodes = set()
+    for line in open("/proc/net/tcp").read().splitlines()[1:]:
+        fields = line.split()
+        if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+            inodes.add(fields[9])
+    return inodes
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="needs Linux /proc to see the listening sockets")
+def test_each_worker_listens_on_its_own_socket_and_stops_on_sigterm(tmp_path):
+    """SERVER_WORKERS=3: three worker processes, each with its own listening socket (SO_REUSEPORT)
+    on the one port, so the kernel spreads connections over them instead of one shared accept queue."""
+    port = free_port()
+    env = clean_env(tmp_path, SERVER_PORT=str(port), SERVER_WORKERS="3")
+    proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(_listening_inodes(port)) < 3:
+            time.sleep(0.2)
+        workers = [pid for pid in _children(proc.pid) if _socket_inodes(pid) & _listening_inodes(port)]
+        assert len(workers) == 3
+        owned = [_socket_inodes(pid) & _listening_inodes(port) for pid in workers]
+        assert all(len(s) == 1 for s in owned) and len(set().union(*owned)) == 3
+        for _ in range(30):  # fresh connections, whichever worker the kernel picks
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 0, output[-2000:]
+    assert not _listening_inodes(port)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any
 
@@ -19,10 +20,24 @@ from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.app")
 
+# Agent requests decode into trees of thousands of containers. With the default gen-0 threshold (700)
+# every such request sets off collections that walk its tree, and each full collection walks the whole
+# start-up heap too. A server process freezes its start-up heap (never collected, never walked) and
+# collects young objects less often: most request trees are freed by reference counting first
+# (measured in bench/agent.py; docs/decisions.md).
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def tune_gc() -> None:
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
 
 class GatewayApp:
-    def __init__(self, settings: Settings, runtime: Runtime | None = None) -> None:
+    def __init__(self, settings: Settings, runtime: Runtime | None = None, server_process: bool = False) -> None:
         self.settings = settings
+        self.server_process = server_process  # owns its process: may tune the collector
         self.runtime = runtime or Runtime(settings)
         self.inference = InferenceHandler(self.runtime)
         self.chat = ChatCodec()
@@ -81,6 +96,8 @@ class GatewayApp:
     async def startup(self) -> None:
         configure_logging(self.settings.log_level)  # again in each worker process
         await self.runtime.start()
+        if self.server_process:
+            tune_gc()
 
     def _build_management(self) -> Any:
         # On first use: a worker that only serves inference never loads the management API,
@@ -123,4 +140,4 @@ def management_app(runtime: Runtime) -> Any:
 
 def create_app() -> GatewayApp:
     """ASGI factory for servers that import the app in each worker (settings from env/config)."""
-    return GatewayApp(load_settings())
+    return GatewayApp(load_settings(), server_process=True)

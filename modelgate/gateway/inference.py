@@ -31,6 +31,7 @@ from modelgate.gateway.asgi import (
     send_error,
 )
 from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder
+from modelgate.protocols.body import ClientBody
 from modelgate.protocols.ir import (
     ChatRequest,
     StreamEnd,
@@ -483,6 +484,7 @@ def _check_alt_version(headers: dict[bytes, bytes]) -> None:
 
 def _parse_json(raw: bytes) -> Any:
     try:
-        return orjson.loads(raw)
+        parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise errors.invalid_request("The request body is not valid JSON") from None
+    return ClientBody(parsed, raw) if isinstance(parsed, dict) else parsed

@@ -26,6 +26,7 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
+from modelgate.protocols.body import forward
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -408,9 +409,8 @@ class AnthropicMessagesAdapter:
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest:
-        forwarded = dict(body)
-        forwarded["model"] = upstream_model
-        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint), orjson.dumps(forwarded))
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint),
+                               forward(body, {"model": upstream_model}))
 
     def parse_response(self, body: bytes) -> ChatResponse:
         return parse_message(orjson.loads(body))

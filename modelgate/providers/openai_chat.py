@@ -9,6 +9,7 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
+from modelgate.protocols.body import forward
 from modelgate.protocols.chat import STOP_REASON, chunk_usage, usage_from_openai
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -212,13 +213,12 @@ class OpenAIChatAdapter:
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest:
-        forwarded = dict(body)
-        forwarded["model"] = upstream_model
+        changes: dict[str, Any] = {"model": upstream_model}
         if stream:
             # Ask for usage on streams; the client's own choice is honoured by the stream tap.
-            forwarded["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+            changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
-                               orjson.dumps(forwarded))
+                               forward(body, changes))
 
     def parse_response(self, body: bytes) -> ChatResponse:
         try:

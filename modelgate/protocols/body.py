@@ -1,0 +1,57 @@
+"""A client's JSON body that remembers its own bytes, so pass-through can forward them.
+
+Re-serialising an agent's 100 KB conversation to change one field costs more than the
+rest of a pass-through call. `ClientBody` is the parsed top-level object (a dict, so the
+codecs read it as before) plus the bytes it came from and its top-level values as
+received. `forward` gives the body to send upstream: the client's own bytes when the
+gateway changed nothing, those bytes with new top-level fields spliced in before the
+closing brace when it only added fields, and a fresh serialisation otherwise (a field
+renamed or rewritten, e.g. the model id of a channel serving another upstream name).
+
+The rule that keeps this exact: the gateway changes a body only by assigning top-level
+fields (never by editing nested values in place), so comparing the top-level values
+with those received tells what changed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import orjson
+
+_MISSING = object()
+
+
+class ClientBody(dict):
+    __slots__ = ("raw", "received")
+
+    def __init__(self, parsed: dict[str, Any], raw: bytes) -> None:
+        super().__init__(parsed)
+        self.raw = raw
+        self.received = parsed  # the parse result itself: nothing else holds or changes it
+
+
+def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
+    """The JSON bytes of `body` with the top-level `changes` applied."""
+    forwarded = {**body, **changes}
+    if isinstance(body, ClientBody):
+        received = body.received
+        same = all((value := forwarded.get(name, _MISSING)) is old or value == old
+                   for name, old in received.items())
+        if same:
+            added = {name: value for name, value in forwarded.items() if name not in received}
+            spliced = _splice(body.raw, added)
+            if spliced is not None:
+                return spliced
+    return orjson.dumps(forwarded)
+
+
+def _splice(raw: bytes, added: dict[str, Any]) -> bytes | None:
+    if not added:
+        return raw
+    head = raw.rstrip()
+    if not head.endswith(b"}"):
+        return None
+    head = head[:-1].rstrip()
+    comma = b"" if head.endswith(b"{") else b","
+    return head + comma + orjson.dumps(added)[1:-1] + b"}"

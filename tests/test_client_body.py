@@ -1,0 +1,50 @@
+"""Pass-through forwarding of a client body: its own bytes when possible, a fresh serialisation when not."""
+
+from __future__ import annotations
+
+import orjson
+
+from modelgate.protocols.body import ClientBody, forward
+from modelgate.protocols.chat import ChatCodec
+
+RAW = b'{"model": "gpt-x",\n "messages": [{"role": "user", "content": "hi \\u00e9"}], "max_tokens": 5}\n'
+
+
+def body() -> ClientBody:
+    return ClientBody(orjson.loads(RAW), RAW)
+
+
+def test_unchanged_body_is_forwarded_as_the_clients_own_bytes() -> None:
+    assert forward(body(), {"model": "gpt-x"}) is RAW
+
+
+def test_added_fields_are_spliced_before_the_closing_brace() -> None:
+    out = forward(body(), {"model": "gpt-x", "stream_options": {"include_usage": True}})
+    assert out.startswith(RAW.rstrip()[:-1])
+    assert orjson.loads(out) == {**orjson.loads(RAW), "stream_options": {"include_usage": True}}
+
+
+def test_a_renamed_model_is_serialised_afresh() -> None:
+    out = forward(body(), {"model": "upstream-name"})
+    assert orjson.loads(out) == {**orjson.loads(RAW), "model": "upstream-name"}
+    assert out.count(b'"model"') == 1
+
+
+def test_a_field_the_codec_rewrote_is_forwarded_rewritten() -> None:
+    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                        "tool_choice": "f"})
+    client = ClientBody(orjson.loads(raw), raw)
+    ChatCodec().validate(client)  # rewrites the bare tool name into the object form
+    forwarded = orjson.loads(forward(client, {"model": "m"}))
+    assert forwarded["tool_choice"] == {"type": "function", "function": {"name": "f"}}
+
+
+def test_a_removed_field_is_not_forwarded() -> None:
+    client = body()
+    del client["max_tokens"]
+    assert "max_tokens" not in orjson.loads(forward(client, {"model": "gpt-x"}))
+
+
+def test_a_plain_dict_is_serialised() -> None:
+    assert orjson.loads(forward({"model": "a", "x": 1}, {"model": "b"})) == {"model": "b", "x": 1}
