@@ -18,7 +18,7 @@ api = base.api  # the shared fixture
 ALL_KINDS = {
     "openai", "openai-compatible", "azure-openai", "anthropic", "gemini", "aws-bedrock", "cohere", "mistral",
     "deepseek", "groq", "together", "fireworks", "openrouter", "xai", "perplexity", "moonshot", "zhipu",
-    "dashscope", "siliconflow", "ollama", "vllm", "mock", "vertex-ai",
+    "dashscope", "siliconflow", "ollama", "vllm", "mock", "vertex-ai", "minimax",
 }
 
 

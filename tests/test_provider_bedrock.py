@@ -57,7 +57,9 @@ async def test_signed_converse_request(fake):
     sent = fake.last.json()
     assert sent == {"messages": [{"role": "user", "content": [{"text": "hello bedrock"}]}],
                     "system": [{"text": "sys"}],
-                    "inferenceConfig": {"maxTokens": 99, "temperature": 0.4, "topP": 0.7, "stopSequences": ["END"]}}
+                    "inferenceConfig": {"maxTokens": 99, "temperature": 0.4, "topP": 0.7, "stopSequences": ["END"]},
+                    # Claude's own top_k, which Converse has no field for
+                    "additionalModelRequestFields": {"top_k": 5}}
     resp = adapter.parse_response(body)
     assert resp.parts == [TextPart("Echo: hello bedrock")] and resp.stop_reason == "stop"
     assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0

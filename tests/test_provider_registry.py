@@ -31,7 +31,7 @@ MODEL = "m-1"
 EXPECTED_KINDS = {
     "openai", "openai-compatible", "azure-openai", "anthropic", "gemini", "aws-bedrock", "cohere", "mistral",
     "deepseek", "groq", "together", "fireworks", "openrouter", "xai", "perplexity", "moonshot", "zhipu",
-    "dashscope", "siliconflow", "ollama", "vllm", "vertex-ai",
+    "dashscope", "siliconflow", "ollama", "vllm", "vertex-ai", "minimax",
 }
 
 
@@ -64,7 +64,7 @@ def _chat_case(kind: str) -> Case:
 
 
 CHAT_KINDS = ["openai", "openai-compatible", "mistral", "deepseek", "groq", "together", "fireworks", "openrouter",
-              "xai", "perplexity", "moonshot", "zhipu", "dashscope", "siliconflow", "vllm"]
+              "xai", "perplexity", "moonshot", "zhipu", "dashscope", "siliconflow", "vllm", "minimax"]
 
 CASES: dict[str, Case] = {kind: _chat_case(kind) for kind in CHAT_KINDS}
 CASES.update({

@@ -15,8 +15,9 @@ The signing region is `options.region`, else the region in the base URL's
 host, else us-east-1.
 
 Mapping notes: images must be inline (Converse takes bytes or S3, not
-URLs); seed, penalties, top_k and JSON mode have no Converse field and are
-dropped (top_k and friends are model-specific additionalModelRequestFields);
+URLs); seed, penalties and JSON mode have no Converse field and are dropped;
+top_k goes to Claude models as additionalModelRequestFields.top_k (other
+families drop it); `options.additional_model_request_fields` is merged there;
 tool_choice `none` sends no tools unless the history holds tool blocks
 (Converse then requires toolConfig, and the choice falls back to auto).
 """
@@ -59,6 +60,7 @@ from modelgate.providers.base import (
     retry_after_seconds,
 )
 from modelgate.providers.credentials import AwsChain, source_for
+from modelgate.providers.gemini import SIGNATURE_PREFIX as GEMINI_SIGNATURE_PREFIX
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
@@ -154,13 +156,17 @@ def _blocks(msg: Message) -> list[dict[str, Any]]:
                 content.append({"text": p.text} if isinstance(p, TextPart) else _image(p))
             blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": ""}],
                                           "status": "error" if part.is_error else "success"}})
-        elif isinstance(part, ThinkingPart) and part.signature and msg.role == "assistant":
+        elif (isinstance(part, ThinkingPart) and part.signature and msg.role == "assistant"
+              and not part.signature.startswith(GEMINI_SIGNATURE_PREFIX)):
             # Only signed reasoning (produced by Bedrock's Claude models) can be replayed.
             blocks.append({"reasoningContent": {"reasoningText": {"text": part.text, "signature": part.signature}}})
     return blocks
 
 
-def build_body(req: ChatRequest) -> dict[str, Any]:
+def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any] | None = None
+               ) -> dict[str, Any]:
+    """`extra_fields`: the provider record's `additional_model_request_fields` (e.g. Claude's
+    `thinking`), sent as Converse's additionalModelRequestFields."""
     messages: list[dict[str, Any]] = []
     has_tool_blocks = False
     for msg in req.messages:
@@ -184,6 +190,11 @@ def build_body(req: ChatRequest) -> dict[str, Any]:
         inference["stopSequences"] = req.stop
     if inference:
         body["inferenceConfig"] = inference
+    additional: dict[str, Any] = dict(extra_fields or {})
+    if req.top_k is not None and "anthropic." in model:
+        additional.setdefault("top_k", req.top_k)  # Claude's own request field; Converse has none
+    if additional:
+        body["additionalModelRequestFields"] = additional
     choice = req.tool_choice
     if req.tools and (not choice or choice.mode != "none" or has_tool_blocks):
         config: dict[str, Any] = {"tools": [
@@ -282,7 +293,8 @@ class BedrockAdapter:
         # Sign the URL exactly as aiohttp will put it on the wire (yarl turns %3A back into ":"):
         # AWS canonicalises the path it receives, so both sides must start from the same bytes.
         url = str(URL(f"{base}/model/{quote(upstream_model, safe='')}/{action}"))
-        body = orjson.dumps(build_body(req))
+        extra = endpoint.options.get("additional_model_request_fields")
+        body = orjson.dumps(build_body(req, upstream_model, extra if isinstance(extra, dict) else None))
         headers = {"content-type": "application/json",
                    "accept": "application/vnd.amazon.eventstream" if req.stream else "application/json"}
         return UpstreamRequest("POST", url, self._sign("POST", url, body, endpoint, "bedrock", headers), body)

@@ -8,9 +8,12 @@ Mapping notes (also in docs/providers.md):
   keep it, otherwise a `call_...` id is synthesised. Tool results go back as
   `functionResponse` parts matched by function *name* (looked up from the
   assistant tool call with the same id earlier in the conversation).
-- Gemini 3 rejects replayed function calls without a thought signature. The
-  client protocols cannot carry Gemini's signature, so replayed calls get the
-  sentinel Google documents for history produced elsewhere.
+- Thought signatures: Gemini signs the first function call (or text) of a turn.
+  The signature travels to the client as a signed thinking part with no text
+  (messages clients keep and replay such blocks byte for byte) and is put back on
+  the same part when the turn is replayed. Calls without one (chat clients
+  cannot carry signatures; history from other providers) get the sentinel
+  Google documents for history produced elsewhere; Gemini 3 rejects unsigned calls.
 - JSON schemas (tool parameters, json_schema response format) are reduced to
   the OpenAPI subset Gemini accepts (`gemini_schema`).
 - Thinking parts sent back by a client and the `user` field are dropped.
@@ -59,6 +62,17 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 # https://ai.google.dev/gemini-api/docs/thought-signatures: accepted in place of
 # a signature for function calls that Gemini did not produce in this session.
 SKIP_SIGNATURE = "skip_thought_signature_validator"
+# Marks a thinking part's signature as Gemini's, so that no other provider is sent it.
+SIGNATURE_PREFIX = "gemini:"
+
+
+def signed(signature: str) -> ThinkingPart:
+    return ThinkingPart("", SIGNATURE_PREFIX + signature)
+
+
+def gemini_signature(part: ThinkingPart) -> str | None:
+    sig = part.signature or ""
+    return sig[len(SIGNATURE_PREFIX):] if sig.startswith(SIGNATURE_PREFIX) else None
 
 # google-genai's FinishReason enum, each mapped deliberately (table in docs/providers.md):
 # refusals are content_filter stops, abandoned answers are upstream errors.
@@ -186,18 +200,25 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
     contents: list[dict[str, Any]] = []
     for msg in messages:
         parts: list[dict[str, Any]] = []
+        signature: str | None = None  # Gemini's signature waiting for the part it was given on
         for part in msg.parts:
-            if isinstance(part, TextPart):
+            if isinstance(part, ThinkingPart):
+                signature = gemini_signature(part) if msg.role == "assistant" else None
+            elif isinstance(part, TextPart):
                 if part.text:
                     parts.append({"text": part.text})
+                    if signature:
+                        parts[-1]["thoughtSignature"] = signature
+                        signature = None
             elif isinstance(part, ImagePart):
                 parts.append(_image_part(part))
             elif isinstance(part, ToolCall):
                 names[part.id] = part.name
                 parts.append(
                     {"functionCall": {"name": part.name, "args": _parse_args(part.arguments)},
-                     "thoughtSignature": SKIP_SIGNATURE}
+                     "thoughtSignature": signature or SKIP_SIGNATURE}
                 )
+                signature = None
             elif isinstance(part, ToolResult):
                 text = "".join(p.text for p in part.content if isinstance(p, TextPart))
                 key = "error" if part.is_error else "output"
@@ -207,7 +228,7 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
                 )
                 # Images returned by a tool ride along as inline parts of the same turn.
                 parts.extend(_image_part(p) for p in part.content if isinstance(p, ImagePart))
-            # ThinkingPart: Gemini has no way to accept foreign reasoning text; dropped.
+            # The text of thinking parts: Gemini takes no reasoning text back; dropped.
         if not parts:
             continue
         role = "model" if msg.role == "assistant" else "user"
@@ -218,7 +239,21 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
     return contents
 
 
-def build_body(req: ChatRequest) -> dict[str, Any]:
+def thinking_config(options: Mapping[str, Any]) -> dict[str, Any]:
+    """generationConfig.thinkingConfig from the provider record's options: `thinking_budget`
+    (tokens; 0 turns thinking off on models that allow it, -1 lets the model decide),
+    `thinking_level` (Gemini 3: low/high), `include_thoughts` (thought summaries come back as thinking)."""
+    config: dict[str, Any] = {}
+    if isinstance(options.get("thinking_budget"), int) and not isinstance(options["thinking_budget"], bool):
+        config["thinkingBudget"] = options["thinking_budget"]
+    if isinstance(options.get("thinking_level"), str):
+        config["thinkingLevel"] = options["thinking_level"]
+    if isinstance(options.get("include_thoughts"), bool):
+        config["includeThoughts"] = options["include_thoughts"]
+    return config
+
+
+def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": _contents(req.messages)}
     if req.system:
         body["systemInstruction"] = {"parts": [{"text": s} for s in req.system]}
@@ -244,6 +279,9 @@ def build_body(req: ChatRequest) -> dict[str, Any]:
         schema = (fmt.get("json_schema") or {}).get("schema")
         if schema:
             gen["responseSchema"] = gemini_schema(schema)
+    thinking = thinking_config(options or {})
+    if thinking:
+        gen["thinkingConfig"] = thinking
     if gen:
         body["generationConfig"] = gen
     if req.tools:
@@ -315,13 +353,15 @@ class GeminiAdapter:
         if req.stream:
             headers["accept"] = "text/event-stream"
         return UpstreamRequest("POST", self._url(endpoint, upstream_model, method), headers,
-                               orjson.dumps(build_body(req)))
+                               orjson.dumps(build_body(req, endpoint.options)))
 
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)
         candidate = (data.get("candidates") or [{}])[0]
         parts: list[TextPart | ThinkingPart | ToolCall] = []
         for part in (candidate.get("content") or {}).get("parts") or []:
+            if part.get("thoughtSignature") and not part.get("thought"):
+                parts.append(signed(part["thoughtSignature"]))
             if "functionCall" in part:
                 call = part["functionCall"]
                 parts.append(ToolCall(call.get("id") or _new_call_id(), call.get("name", ""),
@@ -485,6 +525,8 @@ class GeminiStreamDecoder:
             return
         candidate = candidates[0]
         for part in (candidate.get("content") or {}).get("parts") or []:
+            if part.get("thoughtSignature") and not part.get("thought"):
+                out.append(ThinkingDelta("", SIGNATURE_PREFIX + part["thoughtSignature"]))
             if "functionCall" in part:
                 call = part["functionCall"]
                 index = self._tool_calls

@@ -95,9 +95,20 @@ def build_messages(req: ChatRequest) -> list[dict[str, Any]]:
     return out
 
 
-def build_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
+# Provider-record options sent in the request's `options` (num_ctx: Ollama's server default context
+# of a few thousand tokens silently truncates long prompts), and those sent at the top level.
+MODEL_OPTIONS = ("num_ctx", "num_gpu", "num_thread", "repeat_penalty")
+TOP_LEVEL_OPTIONS = ("keep_alive", "think")
+
+
+def build_body(req: ChatRequest, upstream_model: str, provider_options: Mapping[str, Any] | None = None
+               ) -> dict[str, Any]:
+    provider_options = provider_options or {}
     body: dict[str, Any] = {"model": upstream_model, "messages": build_messages(req), "stream": req.stream}
-    options: dict[str, Any] = {}
+    for name in TOP_LEVEL_OPTIONS:
+        if name in provider_options:
+            body[name] = provider_options[name]
+    options: dict[str, Any] = {name: provider_options[name] for name in MODEL_OPTIONS if name in provider_options}
     for key, value in (
         ("temperature", req.temperature),
         ("top_p", req.top_p),
@@ -186,7 +197,7 @@ class OllamaAdapter:
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         return UpstreamRequest("POST", self._base(endpoint) + "/api/chat", self._headers(endpoint),
-                               orjson.dumps(build_body(req, upstream_model)))
+                               orjson.dumps(build_body(req, upstream_model, endpoint.options)))
 
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)

@@ -146,10 +146,16 @@ def error_fields(body: bytes) -> tuple[str, str, str]:
 
 
 def reasoning_text(message: Mapping[str, Any]) -> str:
-    """Reasoning of a message or delta: `reasoning_content` (DeepSeek, Moonshot, Qwen, vLLM) or
-    `reasoning` (Groq's parsed reasoning format, OpenRouter)."""
+    """Reasoning of a message or delta: `reasoning_content` (DeepSeek, Moonshot, Qwen, vLLM),
+    `reasoning` (Groq's parsed reasoning format, OpenRouter), else the text of `reasoning_details`
+    (MiniMax with reasoning_split)."""
     value = message.get("reasoning_content") or message.get("reasoning")
-    return value if isinstance(value, str) else ""
+    if isinstance(value, str):
+        return value
+    details = message.get("reasoning_details")
+    if isinstance(details, list):
+        return "".join(d["text"] for d in details if isinstance(d, dict) and isinstance(d.get("text"), str))
+    return ""
 
 
 def content_parts(content: Any) -> list[TextPart | ThinkingPart]:
@@ -172,6 +178,37 @@ def content_parts(content: Any) -> list[TextPart | ThinkingPart]:
     return parts
 
 
+def cache_hits(usage: Usage, raw: Any) -> Usage:
+    """DeepSeek reports prompt-cache hits as `prompt_cache_hit_tokens` (not OpenAI's
+    `prompt_tokens_details.cached_tokens`): they are cache reads."""
+    hits = raw.get("prompt_cache_hit_tokens") if isinstance(raw, dict) else None
+    if usage.cache_read_tokens or not isinstance(hits, int) or isinstance(hits, bool) or hits <= 0:
+        return usage
+    usage.cache_read_tokens = hits
+    return usage
+
+
+def _raw_usage(chunk: dict[str, Any]) -> Any:
+    usage = chunk.get("usage")
+    if isinstance(usage, dict):
+        return usage
+    choices = chunk.get("choices")
+    return choices[0].get("usage") if choices and isinstance(choices[0], dict) else None
+
+
+def sources_text(answer: Mapping[str, Any]) -> str:
+    """Perplexity's `search_results` (title, url) or bare `citations` (urls) as a numbered list the
+    answer's `[n]` markers refer to; the IR has no citation type, so they travel as text."""
+    results = answer.get("search_results")
+    if isinstance(results, list) and results:
+        lines = [f"[{i}] {r.get('title') or r.get('url')} {r.get('url') or ''}".rstrip()
+                 for i, r in enumerate(results, 1) if isinstance(r, dict)]
+    else:
+        citations = answer.get("citations")
+        lines = [f"[{i}] {url}" for i, url in enumerate(citations, 1)] if isinstance(citations, list) else []
+    return "\n\nSources:\n" + "\n".join(lines) if lines else ""
+
+
 # A finish reason is either a stop reason or an upstream failure: an answer the provider
 # abandoned (malformed output, lost resources) is reported as an error, never as a normal stop.
 Finish = StopReason | ErrorType
@@ -187,6 +224,7 @@ class OpenAIChatAdapter:
     # Provider finish reasons beyond OpenAI's (set per kind in the registry); unknown ones mean stop.
     finish_reasons: Mapping[str, Finish] = {}
     replay_reasoning = False  # see messages_to_openai
+    sources = False  # append the answer's search results (Perplexity) as text, see sources_text
 
     def finish(self, reason: str | None) -> StopReason | None:
         """The stop reason of a finish_reason; raises the UpstreamError of an abnormal one."""
@@ -235,17 +273,20 @@ class OpenAIChatAdapter:
         for call in message.get("tool_calls") or ():
             function = call.get("function") or {}
             parts.append(ToolCall(call.get("id") or "", function.get("name") or "", function.get("arguments") or "{}"))
+        trailer = sources_text(data) if self.sources else ""
+        if trailer:
+            parts.append(TextPart(trailer))
         return ChatResponse(
             id=str(data.get("id") or ""),
             model=str(data.get("model") or ""),
             parts=parts,
             stop_reason=self.finish(choice.get("finish_reason")) or "stop",
-            usage=usage_from_openai(data.get("usage")),
+            usage=cache_hits(usage_from_openai(data.get("usage")), data.get("usage")),
             created=data.get("created") if isinstance(data.get("created"), int) else None,
         )
 
     def stream_decoder(self) -> "OpenAIStreamDecoder":
-        return OpenAIStreamDecoder(self.finish)
+        return OpenAIStreamDecoder(self.finish, self.sources)
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         message, error_type, code = error_fields(body)
@@ -277,8 +318,11 @@ class OpenAIChatAdapter:
 class OpenAIStreamDecoder:
     """chat.completion.chunk SSE → IR events."""
 
-    def __init__(self, finish: Callable[[str | None], StopReason | None] | None = None) -> None:
+    def __init__(self, finish: Callable[[str | None], StopReason | None] | None = None,
+                 sources: bool = False) -> None:
         self._finish_reason = finish or (lambda reason: STOP_REASON.get(reason or "", "stop"))
+        self._sources = sources
+        self._last: dict[str, Any] = {}  # the latest chunk's search results (sent on every chunk)
         self._parser = sse.SSEParser()
         self._started = False
         self._ended = False
@@ -314,11 +358,14 @@ class OpenAIStreamDecoder:
             return
         # Azure opens with a prompt-filter frame (no choices, empty id and model): the stream
         # starts with the first real chunk.
+        if self._sources and (chunk.get("search_results") or chunk.get("citations")):
+            self._last = chunk
         if not self._started and (chunk.get("id") or chunk.get("choices")):
             self._started = True
             events.append(StreamStart(str(chunk.get("id") or ""), str(chunk.get("model") or "")))
         usage = chunk_usage(chunk)
         if usage is not None:
+            usage = cache_hits(usage, _raw_usage(chunk))
             self._usage = usage
             if self._started:
                 events.append(UsageUpdate(usage))
@@ -353,6 +400,9 @@ class OpenAIStreamDecoder:
         if not self._started:
             events.append(StreamStart("", ""))
             self._started = True
+        trailer = sources_text(self._last) if self._last else ""
+        if trailer:
+            events.append(TextDelta(trailer))
         events.append(StreamEnd(self._stop or "stop", None, self._usage))
         self._ended = True
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
-from modelgate.protocols.ir import ChatRequest
+from modelgate.protocols.ir import ChatRequest, ChatResponse
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import (
     Finish,
@@ -74,6 +74,8 @@ class CompatChatAdapter(OpenAIChatAdapter):
         tool_id: Callable[[str], str] | None = None,
         replay_reasoning: bool = False,
         body_options: tuple[str, ...] = (),
+        sources: bool = False,
+        clamp: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.renames = dict(renames or {})  # IR chat field -> the provider's name for it
         self.drop = drop  # fields the provider rejects
@@ -88,13 +90,16 @@ class CompatChatAdapter(OpenAIChatAdapter):
         self.tool_id = tool_id  # the provider's rule for tool-call ids, applied to every id sent
         self.replay_reasoning = replay_reasoning
         self.body_options = body_options  # provider-record options sent as body fields of the same name
-
+        self.sources = sources
+        self.clamp = clamp  # brings sampling values into the range the provider accepts
     def _adjust(self, body: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
         for name in self.body_options:
             if name in endpoint.options and name not in body:
                 body[name] = endpoint.options[name]
         if self.tool_id is not None:
             _map_tool_ids(body.get("messages"), self.tool_id)
+        if self.clamp is not None:
+            self.clamp(body)
         for old, new in self.renames.items():
             if old in body:
                 body[new] = body.pop(old)
@@ -112,11 +117,21 @@ class CompatChatAdapter(OpenAIChatAdapter):
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest:
         up = super().build_native_request(body, upstream_model, endpoint, stream)
-        if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id
+        if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id or self.clamp
                 or any(name in endpoint.options for name in self.body_options)):
             return up
         up.body = orjson.dumps(self._adjust(orjson.loads(up.body or b"{}"), endpoint))
         return up
+
+    def parse_response(self, body: bytes) -> ChatResponse:
+        try:
+            return super().parse_response(body)
+        except UpstreamError:
+            # MiniMax answers some failures with HTTP 200 and only a `base_resp` error code.
+            code = _top_level_fields(body)[1]
+            if code in self.error_codes:
+                raise self.classify_error(200, body, {}) from None
+            raise
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         error = super().classify_error(status, body, headers)
@@ -138,6 +153,30 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return error
 
 
+def zhipu_sampling(body: dict[str, Any]) -> None:
+    """Zhipu takes temperature and top_p in the open interval (0, 1), as its official SDK sends them:
+    temperature <= 0 becomes greedy decoding (do_sample false, temperature 0.01), >= 1 becomes 0.99;
+    top_p <= 0 becomes 0.01 and >= 1 becomes 0.99."""
+    temperature = body.get("temperature")
+    if isinstance(temperature, (int, float)):
+        if temperature <= 0:
+            body["do_sample"] = False
+            body["temperature"] = 0.01
+        elif temperature >= 1:
+            body["temperature"] = 0.99
+    top_p = body.get("top_p")
+    if isinstance(top_p, (int, float)):
+        body["top_p"] = 0.01 if top_p <= 0 else 0.99 if top_p >= 1 else top_p
+
+
+def minimax_sampling(body: dict[str, Any]) -> None:
+    """MiniMax refuses a temperature outside (0, 1] and a top_p outside (0, 1]."""
+    for name in ("temperature", "top_p"):
+        value = body.get(name)
+        if isinstance(value, (int, float)):
+            body[name] = 0.01 if value <= 0 else min(value, 1.0)
+
+
 def _top_level_fields(body: bytes) -> tuple[str, str]:
     """(type, code) of error bodies written without the `error` wrapper (Mistral, vLLM, SiliconFlow)."""
     try:
@@ -146,4 +185,7 @@ def _top_level_fields(body: bytes) -> tuple[str, str]:
         return "", ""
     if not isinstance(parsed, dict):
         return "", ""
+    base = parsed.get("base_resp")  # MiniMax: {"base_resp": {"status_code": 1004, "status_msg": ...}}
+    if isinstance(base, dict) and base.get("status_code"):
+        return "", str(base["status_code"])
     return str(parsed.get("type") or ""), str(parsed.get("code") or "")

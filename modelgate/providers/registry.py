@@ -22,7 +22,7 @@ from modelgate.providers.mock import DISPLAY_BASE_URL as MOCK_BASE_URL
 from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
-from modelgate.providers.openai_compat import CompatChatAdapter, mistral_tool_id
+from modelgate.providers.openai_compat import CompatChatAdapter, minimax_sampling, mistral_tool_id, zhipu_sampling
 from modelgate.providers.vertex import VertexAdapter
 
 
@@ -114,13 +114,14 @@ KINDS: dict[str, ProviderKind] = {
                      CompatChatAdapter(auth_hints=("incorrect api key", "incorrect%20api%20key")),
                      "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
         ProviderKind("perplexity", "Perplexity",
-                     # Usage comes on the stream's chunks without asking.
-                     CompatChatAdapter(stream_usage_option=False, error_codes={"invalid_model": _NOT_FOUND}),
+                     # Usage comes on the stream's chunks without asking; search results become text.
+                     CompatChatAdapter(stream_usage_option=False, error_codes={"invalid_model": _NOT_FOUND},
+                                       sources=True),
                      "https://api.perplexity.ai", "https://docs.perplexity.ai/api-reference/chat-completions-post"),
         ProviderKind("moonshot", "Moonshot AI (Kimi)",
                      CompatChatAdapter(error_codes={"exceeded_current_quota_error": _QUOTA,
                                                     "content_filter": _INVALID},
-                                       replay_reasoning=True),
+                                       replay_reasoning=True, body_options=("thinking",)),
                      "https://api.moonshot.cn/v1", "https://platform.moonshot.cn/docs/api/chat",
                      base_url_note="international platform: https://api.moonshot.ai/v1"),
         ProviderKind("zhipu", "Zhipu AI (GLM)",
@@ -129,12 +130,14 @@ KINDS: dict[str, ProviderKind] = {
                          "1000": _AUTH, "1001": _AUTH, "1002": _AUTH, "1003": _AUTH, "1004": _AUTH,
                          "1113": _QUOTA, "1211": _NOT_FOUND, "1301": _INVALID,
                          "1302": _RATE, "1303": _RATE, "1305": _RATE},
-                         finish_reasons={"sensitive": "content_filter", "network_error": _UPSTREAM}),
+                         finish_reasons={"sensitive": "content_filter", "network_error": _UPSTREAM},
+                         clamp=zhipu_sampling, body_options=("thinking",)),
                      "https://open.bigmodel.cn/api/paas/v4", "https://docs.bigmodel.cn/api-reference",
                      base_url_note="international platform: https://api.z.ai/api/paas/v4"),
         ProviderKind("dashscope", "Alibaba Cloud Model Studio (DashScope)",
                      CompatChatAdapter(error_codes={"Arrearage": _QUOTA, "data_inspection_failed": _INVALID,
-                                                    "DataInspectionFailed": _INVALID}),
+                                                    "DataInspectionFailed": _INVALID},
+                                       body_options=("enable_thinking", "thinking_budget")),
                      "https://dashscope.aliyuncs.com/compatible-mode/v1",
                      "https://help.aliyun.com/zh/model-studio/compatibility-of-openai-with-dashscope",
                      base_url_note="international: https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),
@@ -142,6 +145,13 @@ KINDS: dict[str, ProviderKind] = {
                      CompatChatAdapter(quota_hints=("balance is insufficient", "insufficient balance")),
                      "https://api.siliconflow.cn/v1", "https://docs.siliconflow.cn/cn/api-reference/chat-completions/chat-completions",
                      base_url_note="international: https://api.siliconflow.com/v1"),
+        ProviderKind("minimax", "MiniMax",
+                     # MiniMax error codes (platform.minimax.io "Error Codes"), also sent with HTTP 200.
+                     CompatChatAdapter(clamp=minimax_sampling, body_options=("reasoning_split",), error_codes={
+                         "1002": _RATE, "1004": _AUTH, "2049": _AUTH, "1008": _QUOTA,
+                         "1026": _INVALID, "1027": _INVALID, "1039": _INVALID, "2013": _INVALID}),
+                     "https://api.minimax.io/v1", "https://platform.minimax.io/docs/api-reference/text-openai-api",
+                     base_url_note="mainland China: https://api.minimaxi.com/v1"),
         ProviderKind("ollama", "Ollama", OllamaAdapter(), "http://localhost:11434",
                      "https://github.com/ollama/ollama/blob/main/docs/api.md", key_required=False),
         ProviderKind("vllm", "vLLM", _openai_chat, None,

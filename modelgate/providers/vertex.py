@@ -79,7 +79,7 @@ class VertexAdapter:
             method = "streamRawPredict" if req.stream else "rawPredict"
             url = f"{prefix}/anthropic/models/{quote(model, safe='-._@')}:{method}"
         else:
-            body = gemini.build_body(req)
+            body = gemini.build_body(req, endpoint.options)
             method = "streamGenerateContent?alt=sse" if req.stream else "generateContent"
             url = f"{prefix}/google/models/{quote(model, safe='-._')}:{method}"
         return UpstreamRequest("POST", url, self._headers(endpoint, req.stream), orjson.dumps(body))
