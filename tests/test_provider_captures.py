@@ -97,3 +97,58 @@ def test_bedrock_does_not_replay_gemini_signatures():
     blocks = bedrock_body(_second_turn([ThinkingPart("", "gemini:" + RECORDED_SIGNATURE),
                                         ToolCall("toolu_1", "getWeather", "{}")]))["messages"][1]["content"]
     assert [next(iter(b)) for b in blocks] == ["toolUse"]
+
+
+def test_bedrock_converse_stream_capture():
+    lines = (CAPTURES / "bedrock_converse_stream.hex").read_text().splitlines()
+    raw = bytes.fromhex("".join(line.strip() for line in lines if not line.startswith("#")))
+    from modelgate.providers.bedrock import BedrockAdapter
+
+    events = decode_stream(BedrockAdapter().stream_decoder(), raw, seed=5)  # frames split anywhere
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == (
+        "Hello! As an AI language model, I don't have feelings, but I'm functioning well and ready to "
+        "assist you. How can I help you today?")
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (13, 35)
+
+
+def test_azure_capture_through_the_chat_kinds_decoder():
+    from modelgate.providers.registry import KINDS
+
+    events = decode_stream(KINDS["azure-openai"].adapter.stream_decoder(), (CAPTURES / "azure_stream.sse").read_bytes(),
+                           seed=11)
+    assert events[0].id == "chatcmpl-E892Aoy89ODQ3TyvXXjI5UFYxqwFj"
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "Hi! How"
+
+
+# Ollama's own API reference (github.com/ollama/ollama docs/api.md, "Chat Request (Streaming)" and
+# "Chat request (with tools)"): the first and the final object of a /api/chat stream as the server
+# sends them, and a tool-call answer.
+OLLAMA_STREAM = (
+    b'{"model":"llama3.2","created_at":"2023-08-04T08:52:19.385406455-07:00","message":{"role":"assistant",'
+    b'"content":"The","images":null},"done":false}\n'
+    b'{"model":"llama3.2","created_at":"2023-08-04T19:22:45.499127Z","done":true,"total_duration":4883583458,'
+    b'"load_duration":1334875,"prompt_eval_count":26,"prompt_eval_duration":342546000,"eval_count":282,'
+    b'"eval_duration":4535599000}\n')
+OLLAMA_TOOL_ANSWER = (
+    b'{"model":"llama3.2","created_at":"2024-07-22T20:33:28.123648Z","message":{"role":"assistant","content":"",'
+    b'"tool_calls":[{"function":{"name":"get_current_weather","arguments":{"format":"celsius",'
+    b'"location":"Paris, FR"}}}]},"done_reason":"stop","done":true,"total_duration":885095291,'
+    b'"load_duration":3753500,"prompt_eval_count":122,"prompt_eval_duration":328493000,"eval_count":33,'
+    b'"eval_duration":552222000}')
+
+
+def test_ollama_documented_stream_and_tool_answer():
+    from modelgate.providers.ollama import OllamaAdapter
+
+    events = decode_stream(OllamaAdapter().stream_decoder(), OLLAMA_STREAM, seed=2)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "The"
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (26, 282)
+    resp = OllamaAdapter().parse_response(OLLAMA_TOOL_ANSWER)
+    call = resp.parts[0]
+    assert isinstance(call, ToolCall) and call.name == "get_current_weather"
+    assert orjson.loads(call.arguments) == {"format": "celsius", "location": "Paris, FR"}
+    assert resp.stop_reason == "tool_calls" and resp.usage.input_tokens == 122

@@ -304,3 +304,36 @@ def test_vertex_regional_host_from_location():
     assert adapter._base(ep) == "https://europe-west4-aiplatform.googleapis.com"
     assert adapter._base(endpoint("vertex-ai", "https://aiplatform.googleapis.com", {"project": "p"})) == (
         "https://aiplatform.googleapis.com")
+
+
+async def test_gateway_serves_a_keyless_bedrock_provider_through_the_aws_chain(aws_env, gateway):
+    """A provider record with options.auth "aws" and no stored key: the gateway builds its endpoint,
+    signs with the chain's credentials (here the environment's), and the fake Bedrock, which checks
+    SigV4 signatures with its own secret, accepts the calls."""
+    from openai import AsyncOpenAI
+
+    from tests.fakes.bedrock_upstream import FakeBedrock
+
+    fake = await FakeBedrock(access_key="AKIACHAINEXAMPLE", secret_key="chain/secret+key").start()
+    try:
+        aws_env.setenv("AWS_ACCESS_KEY_ID", "AKIACHAINEXAMPLE")
+        aws_env.setenv("AWS_SECRET_ACCESS_KEY", "chain/secret+key")
+        svc = gateway.services
+        provider = await svc.providers.create("bedrock-chain", "aws-bedrock", base_url=fake.origin,
+                                              options={"auth": "aws", "region": fake.region})
+        channel = await svc.channels.create("bedrock-channel", provider.id,
+                                            models=["anthropic.claude-3-5-haiku-20241022-v1:0"])
+        app = await svc.applications.create("bedrock-app")
+        await svc.applications.authorize_channel(app.id, channel.id)
+        key = (await svc.api_keys.create(app.id)).plaintext
+        await gateway.runtime.refresh()
+        client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+        model = "anthropic.claude-3-5-haiku-20241022-v1:0"
+        answer = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content == "Echo: hi"
+        stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "yo"}],
+                                                      stream=True)
+        assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "Echo: yo"
+        assert fake.last.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIACHAINEXAMPLE/")
+    finally:
+        await fake.close()
