@@ -337,3 +337,33 @@ async def test_gateway_serves_a_keyless_bedrock_provider_through_the_aws_chain(a
         assert fake.last.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIACHAINEXAMPLE/")
     finally:
         await fake.close()
+
+
+async def test_vertex_with_application_default_credentials(monkeypatch, tmp_path):
+    """No stored key: google-auth's application-default credentials (GOOGLE_APPLICATION_CREDENTIALS
+    naming a key file), the project taken from that file."""
+    grants: list[str] = []
+    paths: list[str] = []
+
+    async def token(request: web.Request) -> web.Response:
+        grants.append(str((await request.post())["assertion"]))
+        return web.json_response({"access_token": "ya29.adc", "expires_in": 3600, "token_type": "Bearer"})
+
+    async def predict(request: web.Request) -> web.Response:
+        assert request.headers["Authorization"] == "Bearer ya29.adc"
+        paths.append(request.path)
+        return web.json_response({"candidates": [{"content": {"role": "model", "parts": [{"text": "adc"}]},
+                                                  "finishReason": "STOP"}]})
+
+    async with LocalServer([web.post("/token", token), web.post("/{tail:.*}", predict)]) as server:
+        info, _ = _service_account(server.url + "/token")
+        key_file = tmp_path / "adc.json"
+        key_file.write_bytes(orjson.dumps(info))
+        monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))
+        adapter = KINDS["vertex-ai"].adapter
+        ep = endpoint("vertex-ai", server.url, {})
+        await prepare(adapter, ep)
+        status, _, body = await send(adapter.build_request(hello(), "gemini-2.5-flash", ep))
+        assert status == 200 and adapter.parse_response(body).parts == [TextPart("adc")]
+    assert len(grants) == 1
+    assert paths == ["/v1/projects/proj-1/locations/global/publishers/google/models/gemini-2.5-flash:generateContent"]
