@@ -152,3 +152,24 @@ def test_ollama_documented_stream_and_tool_answer():
     assert isinstance(call, ToolCall) and call.name == "get_current_weather"
     assert orjson.loads(call.arguments) == {"format": "celsius", "location": "Paris, FR"}
     assert resp.stop_reason == "tool_calls" and resp.usage.input_tokens == 122
+
+
+def test_cohere_stream_capture_payloads():
+    import cohere
+    import pydantic
+
+    from modelgate.providers.cohere import CohereAdapter
+
+    lines = [line for line in (CAPTURES / "cohere_stream_payloads.jsonl").read_text().splitlines()
+             if line and not line.startswith("#")]
+    # The payloads are the SDK's own stream event types...
+    for line in lines:
+        pydantic.TypeAdapter(cohere.V2ChatStreamResponse).validate_json(line)
+    # ...sent as the data of SSE events, the framing Cohere's v2 stream (and its SDK's reader) uses.
+    body = b"".join(b"data: " + line.encode() + b"\n\n" for line in lines)
+    events = decode_stream(CohereAdapter().stream_decoder(), body, seed=4)
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    assert text.startswith("Coca-Cola is a carbonated soft drink") and text.endswith("companies in the world.")
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (21, 105)  # billed units
