@@ -121,6 +121,13 @@ MAGISTRAL = {
 }
 
 
+def test_magistral_fixture_is_what_the_mistralai_sdk_parses():
+    from mistralai.client import models
+
+    content = models.ChatCompletionResponse.model_validate(MAGISTRAL).choices[0].message.content
+    assert [type(chunk).__name__ for chunk in content] == ["ThinkChunk", "TextChunk"]
+
+
 def test_mistral_content_list_becomes_thinking_and_text():
     resp = KINDS["mistral"].adapter.parse_response(orjson.dumps(MAGISTRAL))
     assert resp.parts == [ThinkingPart("2+2 is 4."), TextPart("4")]
