@@ -367,3 +367,12 @@ async def test_vertex_with_application_default_credentials(monkeypatch, tmp_path
         assert status == 200 and adapter.parse_response(body).parts == [TextPart("adc")]
     assert len(grants) == 1
     assert paths == ["/v1/projects/proj-1/locations/global/publishers/google/models/gemini-2.5-flash:generateContent"]
+
+
+def test_a_request_built_without_prepare_still_gets_credentials(aws_env, caplog):
+    aws_env.setenv("AWS_ACCESS_KEY_ID", "AKIANOPREPARE")
+    aws_env.setenv("AWS_SECRET_ACCESS_KEY", "s")
+    ep = endpoint("aws-bedrock", "https://bedrock-runtime.us-east-1.amazonaws.com", {"auth": "aws"})
+    headers = KINDS["aws-bedrock"].adapter.build_request(hello(), "m", ep).headers
+    assert _credential_scope(headers).startswith("AKIANOPREPARE/")
+    assert "should await prepare()" in caplog.text

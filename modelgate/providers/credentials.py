@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import time
 from typing import Any, Callable, Generic, Mapping, TypeVar
 
@@ -23,6 +24,7 @@ from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 AZURE_SCOPE = "https://cognitiveservices.azure.com/.default"
 GOOGLE_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
@@ -49,18 +51,23 @@ class CredentialSource(Generic[T]):
         async with self._lock:
             if not self.stale():
                 return
-            try:
-                self._value = await asyncio.to_thread(self.fetch)
-            except UpstreamError:
-                raise
-            except Exception as exc:  # the libraries' own errors: the credential cannot be had
-                raise UpstreamError(ErrorType.AUTHENTICATION_ERROR,
-                                    f"Could not obtain upstream credentials ({type(exc).__name__}: {exc})") from exc
+            self._value = await asyncio.to_thread(self._fetch)
+
+    def _fetch(self) -> T:
+        try:
+            return self.fetch()
+        except UpstreamError:
+            raise
+        except Exception as exc:  # the libraries' own errors: the credential cannot be had
+            raise UpstreamError(ErrorType.AUTHENTICATION_ERROR,
+                                f"Could not obtain upstream credentials ({type(exc).__name__}: {exc})") from exc
 
     @property
     def value(self) -> T:
         if self._value is None:
-            raise UpstreamError(ErrorType.AUTHENTICATION_ERROR, "Upstream credentials were not prepared")
+            # A request built without `await prepare()` first: correct, but it blocks the loop.
+            log.warning("upstream credentials fetched on the event loop; the caller should await prepare()")
+            self._value = self._fetch()
         return self._value
 
 
