@@ -378,6 +378,31 @@ async def _prepare(settings: Settings) -> str | None:
     return await prepare(settings)
 
 
+async def _rotate_key(settings: Settings, new_value: str) -> int:
+    """Re-encrypt every stored upstream key under `new_value`; in local mode the key file follows."""
+    import base64
+
+    from modelgate.auth.crypto import SecretBox, derive_key, key_file, load_encryption_key
+    from modelgate.storage.db import Database
+    from modelgate.storage.sealed import reseal, sealed_count
+
+    new_raw = derive_key(new_value)
+    db = Database.from_settings(settings)
+    try:
+        old = SecretBox(load_encryption_key(settings, may_generate=not await sealed_count(db)))
+        count = await reseal(db, old, SecretBox(new_raw))
+    finally:
+        await db.dispose()
+    if not settings.encryption_key:
+        path = key_file(settings)
+        tmp = path.with_suffix(".new")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(base64.urlsafe_b64encode(new_raw).decode() + "\n")
+        os.replace(tmp, path)
+    return count
+
+
 async def _with_services(settings: Settings, handler: Handler, args: argparse.Namespace) -> None:
     from sqlalchemy import inspect
 
@@ -454,6 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmd(sub, "serve", None, "run the gateway server").set_defaults(special="serve")
     cmd(sub, "migrate", None, "create or upgrade the database schema").set_defaults(special="migrate")
     cmd(sub, "init", None, "migrate and create the first admin user").set_defaults(special="init")
+    cmd(sub, "generate-key", None, "print a new random ENCRYPTION_KEY").set_defaults(special="generate-key")
+    p = cmd(sub, "rotate-key", None, "re-encrypt every stored upstream key under a new ENCRYPTION_KEY")
+    p.set_defaults(special="rotate-key")
+    new_key = p.add_mutually_exclusive_group(required=True)
+    new_key.add_argument("--new-key-env", metavar="VAR", help="read the new key from $VAR (keeps it out of shell history)")
+    new_key.add_argument("--generate", action="store_true", help="generate the new key and print it once")
 
     users = group("user", "console users")
     p = cmd(users, "create", user_create, "create a console user")
@@ -601,6 +632,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"Created the first console user: admin / {password}\nThis password is shown once; change it after logging in."
                 if password else "Database ready; users already exist, no admin created."
             ))
+        elif special == "generate-key":
+            from modelgate.auth.crypto import generate_key
+
+            key = generate_key()
+            emit(args, {"encryption_key": key}, lambda: print(key))
+        elif special == "rotate-key":
+            from modelgate.auth.crypto import generate_key
+
+            new_value = generate_key() if args.generate else os.environ.get(args.new_key_env or "", "")
+            if not new_value:
+                raise CliError(f"environment variable {args.new_key_env} is not set or empty")
+            count = asyncio.run(_rotate_key(settings, new_value))
+            where = ("Set ENCRYPTION_KEY to the new key on every instance and restart them; until then running "
+                     "instances keep the upstream keys they loaded but cannot load changes."
+                     if settings.encryption_key else "The local key file now holds the new key; restart the gateway.")
+            data = {"resealed": count, **({"encryption_key": new_value} if args.generate else {})}
+            emit(args, data, lambda: print(
+                f"Re-encrypted {count} upstream key(s) under the new key. {where}"
+                + (f"\nNew ENCRYPTION_KEY (shown once): {new_value}" if args.generate else "")))
         elif args.direct:
             args.handler(args)
         else:

@@ -48,6 +48,8 @@ class BreakerSettings(BaseModel):
     window_seconds: float = 60.0
     recovery_seconds: float = 30.0
     half_open_calls: int = 3
+    # With Redis, a half-open trial slot is a lease: a process that dies holding one loses it after this.
+    trial_lease_seconds: float = 60.0
 
 
 class FailoverSettings(BaseModel):
@@ -72,7 +74,8 @@ class GatewaySettings(BaseModel):
     failover: FailoverSettings = Field(default_factory=FailoverSettings)
     lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
     rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
-    cache_refresh_seconds: float = 5.0
+    cache_refresh_seconds: float = 5.0  # how often the configuration version is checked (Redis) or reloaded
+    full_refresh_seconds: float = 60.0  # with Redis: reload everything this often even without a change
     default_app_timeout_seconds: float = 120.0
     stream_keepalive_seconds: float = 15.0
     trust_forwarded_for: bool = False  # honour X-Forwarded-For only behind a known proxy
@@ -94,6 +97,7 @@ class ServerSettings(BaseModel):
     port: int = 8080
     workers: int = 1
     implementation: Literal["uvicorn", "granian"] = "uvicorn"
+    drain_seconds: float = 30.0  # on shutdown, in-flight calls and streams get this long to finish
 
 
 class Settings(BaseModel):
@@ -102,6 +106,8 @@ class Settings(BaseModel):
     database_url: str | None = None  # None = SQLite file in data_dir
     redis_url: str | None = None
     redis_prefix: str = "modelgate:"  # keeps deployments sharing one Redis apart
+    redis_timeout_seconds: float = 0.25  # connect and per-command limit: a hung Redis must not stall calls
+    redis_retry_seconds: float = 2.0  # after a Redis failure, per-instance state is used this long before retrying
     encryption_key: str | None = None
     log_level: str = "INFO"
     catalog_file: str | None = None  # the admin's additions to the built-in plan catalog

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import subprocess
 import os
 import shutil
@@ -15,6 +16,7 @@ from modelgate.config import Settings, load_settings
 from modelgate.logs import configure_logging
 from modelgate.services import Services
 from modelgate.storage.db import Database
+from modelgate.storage.sealed import require_decryptable, sealed_count
 
 log = logging.getLogger("modelgate.server")
 
@@ -24,10 +26,11 @@ async def prepare(settings: Settings) -> str | None:
 
     Runs in the parent before workers start, so workers never race on migrations.
     """
-    box = SecretBox(load_encryption_key(settings))
     db = Database.from_settings(settings)
     try:
         await db.migrate()
+        box = SecretBox(load_encryption_key(settings, may_generate=not await sealed_count(db)))
+        await require_decryptable(db, box)
         return await Services(db, box, settings).users.ensure_initial_admin()
     finally:
         await db.dispose()
@@ -50,6 +53,15 @@ def prepare_main() -> None:
         )
 
 
+def shared_state_warning(settings: Settings) -> str | None:
+    workers = settings.server.workers
+    if workers <= 1 or settings.redis_url:
+        return None
+    return (f"{workers} workers without REDIS_URL: rate limits, circuit breakers, failover cooldowns, model "
+            f"lifecycle counters and login throttles are per worker (a key gets up to {workers} times its rate); "
+            "set REDIS_URL to share them")
+
+
 def run(settings: Settings) -> None:
     configure_logging(settings.log_level)
     # In a child process, so Alembic and the migration code never occupy the server's memory.
@@ -58,6 +70,9 @@ def run(settings: Settings) -> None:
     if prepared.returncode != 0:
         raise SystemExit(prepared.returncode)
     server = settings.server
+    warning = shared_state_warning(settings)
+    if warning:
+        log.warning("%s", warning)
     if server.workers > 1 and "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
         # Workers share metrics through files; stale files of an earlier run would be counted again.
         metrics_dir = Path(settings.data_dir) / "prometheus"
@@ -83,6 +98,7 @@ def run(settings: Settings) -> None:
             workers=server.workers,
             loop=Loops.uvloop,
             factory=True,
+            workers_kill_timeout=max(1, math.ceil(server.drain_seconds)),
         ).serve()
         return
     if server.workers > 1:

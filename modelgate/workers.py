@@ -7,7 +7,7 @@ connections). With one listening socket per worker in a SO_REUSEPORT group, the 
 spreads new connections evenly across the workers by a hash of their addresses.
 
 The supervisor (`serve`) starts `python -m modelgate.workers` N times, forwards SIGTERM and
-SIGINT to them (each drains for up to 30 s), and starts a worker again if one dies.
+SIGINT to them (each drains for up to `server.drain_seconds`), and starts a worker again if one dies.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def uvicorn_options(settings: Settings) -> dict:
         access_log=False,
         proxy_headers=False,  # X-Forwarded-For is honoured by the gateway itself, when configured
         log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=30,
+        timeout_graceful_shutdown=settings.server.drain_seconds,
     )
 
 

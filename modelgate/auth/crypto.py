@@ -84,7 +84,8 @@ def derive_key(value: str) -> bytes:
     ).derive(value.encode())
 
 
-def load_encryption_key(settings: Settings) -> bytes:
+def load_encryption_key(settings: Settings, *, may_generate: bool = True) -> bytes:
+    """`may_generate=False` when the database already holds sealed values: a fresh key could not open them."""
     if settings.encryption_key:
         return derive_key(settings.encryption_key)
     if settings.production:
@@ -92,7 +93,11 @@ def load_encryption_key(settings: Settings) -> bytes:
     # Local mode: keep a generated key next to the database so restarts can
     # still decrypt the stored upstream keys.
     data_dir = Path(settings.data_dir)
-    path = data_dir / KEY_FILE_NAME
+    path = key_file(settings)
+    if not path.is_file() and not may_generate:
+        raise ConfigError(
+            f"ENCRYPTION_KEY_MISSING: the database holds encrypted upstream keys but neither ENCRYPTION_KEY nor "
+            f"the key file {path} is there; restore the key they were stored under")
     if path.is_file():
         raw = _decode_base64_key(path.read_text().strip())
         if raw is None:
@@ -110,6 +115,15 @@ def load_encryption_key(settings: Settings) -> bytes:
         path,
     )
     return raw
+
+
+def key_file(settings: Settings) -> Path:
+    return Path(settings.data_dir) / KEY_FILE_NAME
+
+
+def generate_key() -> str:
+    """A new random ENCRYPTION_KEY (32 bytes, URL-safe base64)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(KEY_SIZE)).decode()
 
 
 def load_secret_box(settings: Settings) -> SecretBox:

@@ -2,18 +2,17 @@
 
 With several gateway instances the bucket must be shared, or each instance
 would grant the full rate; `RedisTokenBucketLimiter` keeps it in Redis and
-updates it atomically with a Lua script (one round trip per call).
+updates it atomically with a Lua script (one round trip per call). While Redis
+is unreachable each process uses its own bucket (the link logs the change once).
 """
 
 from __future__ import annotations
 
-import logging
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from modelgate.config import RateLimitSettings
-
-log = logging.getLogger("modelgate.ratelimit")
+from modelgate.shared.redis_link import RedisLink, RedisUnavailable
 
 
 class TokenBucketLimiter:
@@ -75,17 +74,19 @@ return tostring(wait)
 
 
 class RedisTokenBucketLimiter:
-    def __init__(self, redis: Any, defaults: RateLimitSettings, prefix: str) -> None:
+    def __init__(self, link: RedisLink, defaults: RateLimitSettings, local: TokenBucketLimiter | None = None) -> None:
         self._defaults = defaults
-        self._prefix = prefix
-        self._script = redis.register_script(_TAKE)
+        self._link = link
+        self._prefix = link.key("bucket", "")
+        self._script = link.client.register_script(_TAKE)
+        self._local = local or TokenBucketLimiter(defaults)
 
     async def take(self, key_id: int, capacity: float | None, refill_per_second: float | None) -> float:
         capacity = capacity if capacity is not None else self._defaults.capacity
         rate = refill_per_second if refill_per_second is not None else self._defaults.refill_per_second
         try:
-            wait = await self._script(keys=[f"{self._prefix}{key_id}"], args=[capacity, rate])
-        except Exception as exc:  # Redis down: serving calls beats refusing them all
-            log.warning("rate limiter: Redis unavailable (%s); allowing the call", type(exc).__name__)
-            return 0.0
+            wait = await self._link.run(
+                lambda _: self._script(keys=[f"{self._prefix}{key_id}"], args=[capacity, rate]))
+        except RedisUnavailable:
+            return await self._local.take(key_id, capacity, refill_per_second)
         return float(wait)

@@ -6,6 +6,8 @@ import gc
 import logging
 from typing import Any
 
+import orjson
+
 from modelgate import errors
 from modelgate.config import Settings, load_settings
 from modelgate.errors import ClientProtocol
@@ -64,8 +66,10 @@ class GatewayApp:
         elif method == "GET":
             if path == "/v1/models":
                 return await self.inference.list_models(scope, receive, send)
-            if path == "/healthz":
+            if path == "/healthz":  # liveness: the process answers
                 return await send_bytes(send, 200, b'{"status":"ok"}', new_trace_id())
+            if path == "/readyz":
+                return await self.readiness(send)
             if path == "/metrics":
                 body, content_type = metrics.render()
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
@@ -74,6 +78,11 @@ class GatewayApp:
         protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT
         err = errors.not_found(f"No route for {method} {scope['path']}")
         await send_error(send, err, protocol, new_trace_id())
+
+    async def readiness(self, send: Send) -> None:
+        ready, checks = await self.runtime.readiness()
+        body = orjson.dumps({"status": "ready" if ready else "unavailable", "checks": checks})
+        await send_bytes(send, 200 if ready else 503, body, new_trace_id())
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:

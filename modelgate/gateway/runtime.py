@@ -6,10 +6,11 @@ import asyncio
 import hashlib
 import logging
 import socket
+import time
 from typing import Any, Mapping
 
 import aiohttp
-from sqlalchemy import select
+from sqlalchemy import select, text
 
 from modelgate import logs
 from modelgate.auth.crypto import SecretBox, load_encryption_key
@@ -25,14 +26,15 @@ from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
+from modelgate.shared.config_version import ConfigVersion
+from modelgate.shared.redis_link import RedisLink, redis_client
+from modelgate.shared.schedule import Schedule
 from modelgate.storage.db import Database
 from modelgate.storage.models import ResilienceEvent
 from modelgate.storage.snapshot_loader import load_snapshot
 from modelgate.storage.usage_writer import UsageWriter
 
 log = logging.getLogger("modelgate.runtime")
-
-CONFIG_CHANNEL = "config-changed"
 
 
 class Runtime:
@@ -50,19 +52,22 @@ class Runtime:
         self._forced_seen: int | None = None  # last BREAKER_FORCED row applied
         self._loads_started = 0
         self._installed_load = 0
+        self._version_seen: int | None = None  # configuration version of the installed snapshot
+        self._full_refresh_at = 0.0
+        self.draining = False
+        self.link: RedisLink | None = None
 
     async def start(self) -> None:
         settings = self.settings
         self.box = SecretBox(load_encryption_key(settings))
         self.db = Database.from_settings(settings)
         self.services = Services(self.db, self.box, settings, on_change=self.config_changed)
-        self.redis = None
+        self.config_version: ConfigVersion | None = None
         if settings.redis_url:
-            import redis.asyncio as aioredis
-
-            self.redis = aioredis.from_url(settings.redis_url)
-            self.limiter = RedisTokenBucketLimiter(self.redis, settings.gateway.rate_limit,
-                                                   f"{settings.redis_prefix}bucket:")
+            self.link = RedisLink(settings)
+            self.config_version = ConfigVersion(self.link)
+            self.limiter = RedisTokenBucketLimiter(self.link, settings.gateway.rate_limit, self.limiter)
+        self.schedule = Schedule(self.link)
         self.writer = UsageWriter(self.db, settings)
         self.writer.start()
         self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self)
@@ -81,7 +86,7 @@ class Runtime:
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="snapshot-refresh"))
         self._tasks.append(asyncio.create_task(self._flush_logs(), name="log-flush"))
-        if self.redis is not None:
+        if self.link is not None:
             self._tasks.append(asyncio.create_task(self._listen_for_changes(), name="config-changes"))
         if self.executor.lifecycle is not None:
             probe = ModelProbe(
@@ -90,10 +95,12 @@ class Runtime:
                 self.checks.routes,
                 SystemClock(),  # a schedule in real time, whatever clock the calls are timed with
                 settings.gateway.lifecycle.probe_interval_seconds,
+                self.schedule.runs_here,
             )
             self._tasks.append(asyncio.create_task(probe.run(), name="model-probe"))
 
     async def stop(self) -> None:
+        self.draining = True
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -102,8 +109,31 @@ class Runtime:
         logs.flush()
         await self.http.close()
         await self.db.dispose()
-        if self.redis is not None:
-            await self.redis.aclose()
+        if self.link is not None:
+            await self.link.close()
+
+    async def readiness(self) -> tuple[bool, dict[str, str]]:
+        """For load balancers: ready = database reachable, snapshot loaded, not draining.
+
+        An unreachable Redis is reported but does not make the instance unready: it serves
+        with per-instance state, and taking every instance out would turn a Redis outage
+        into a full one.
+        """
+        checks: dict[str, str] = {}
+        ready = True
+        try:
+            async with asyncio.timeout(2.0), self.db.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+            checks["database"] = "ok"
+        except Exception as exc:
+            checks["database"] = f"unreachable ({type(exc).__name__})"
+            ready = False
+        if self.link is not None:
+            checks["redis"] = "ok" if await self.link.ping() else "unreachable: limits and breakers are per instance"
+        checks["snapshot"] = "loaded" if self._installed_load else "not loaded"
+        ready = ready and bool(self._installed_load)
+        checks["draining"] = "yes" if self.draining else "no"
+        return ready and not self.draining, checks
 
     async def fetch(self, req: UpstreamRequest, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
         """One whole (non-streamed) upstream exchange; transport failures become typed errors."""
@@ -130,7 +160,11 @@ class Runtime:
         # replace the view of one that started later.
         self._loads_started += 1
         started = self._loads_started
+        # Read before loading: a change committed during the load bumps it again and reloads.
+        version = await self.config_version.current() if self.config_version is not None else None
         snapshot = await load_snapshot(self.db, self.box, self.settings)
+        self._version_seen = version
+        self._full_refresh_at = time.monotonic() + self.settings.gateway.full_refresh_seconds
         if not MOCK_UPSTREAM.started and any(
                 r.provider_kind == "mock" for routes in snapshot.routes_by_model.values() for r in routes):
             await MOCK_UPSTREAM.start()
@@ -165,30 +199,35 @@ class Runtime:
     def config_changed(self) -> None:
         """A committed configuration change: reload here, and tell the other instances through Redis."""
         self.refresh_soon()
-        if self.redis is not None:
-            task = asyncio.create_task(self._publish_change())
+        if self.config_version is not None:
+            task = asyncio.create_task(self.config_version.announce())
             self._publishing.add(task)
             task.add_done_callback(self._publishing.discard)
 
-    async def _publish_change(self) -> None:
-        try:
-            await self.redis.publish(self.settings.redis_prefix + CONFIG_CHANNEL, b"changed")
-        except Exception as exc:
-            log.warning("could not announce a configuration change through Redis: %r", exc)
-
     async def _listen_for_changes(self) -> None:
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(self.settings.redis_prefix + CONFIG_CHANNEL)
-                    async for message in pubsub.listen():
-                        if message.get("type") == "message":
+        assert self.config_version is not None
+        client = redis_client(self.settings, for_pubsub=True)
+        lost = False
+        try:
+            while True:
+                try:
+                    async with client.pubsub() as pubsub:
+                        await pubsub.subscribe(self.config_version.channel)
+                        if lost:  # changes made while unsubscribed
                             self.refresh_soon()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # the periodic refresh still runs; retry the subscription
-                log.warning("Redis subscription lost (%r); retrying in 5 s", exc)
-                await asyncio.sleep(5)
+                            lost = False
+                        async for message in pubsub.listen():
+                            if message.get("type") == "message":
+                                self.refresh_soon()
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:  # the version check still runs; retry the subscription
+                    if not lost:
+                        log.warning("Redis subscription lost (%s); retrying every 2 s", type(exc).__name__)
+                    lost = True
+                    await asyncio.sleep(2)
+        finally:
+            await client.aclose()
 
     async def _flush_logs(self) -> None:
         while True:
@@ -202,11 +241,23 @@ class Runtime:
                 await asyncio.wait_for(self._refresh_wanted.wait(), interval)
             except TimeoutError:
                 pass
+            wanted = self._refresh_wanted.is_set()
             self._refresh_wanted.clear()
             try:
-                await self.refresh()
+                if wanted or await self._stale():
+                    await self.refresh()
             except Exception:
                 log.exception("snapshot refresh failed; keeping the previous configuration")
+
+    async def _stale(self) -> bool:
+        """Whether the periodic check must reload: always without Redis (or while it is down);
+        with Redis when the configuration version moved or a full refresh is due."""
+        if self.config_version is None:
+            return True
+        if time.monotonic() >= self._full_refresh_at:
+            return True
+        version = await self.config_version.current()
+        return version is None or version != self._version_seen
 
     async def deprecate(self, model_instance_id: int, reason: str) -> None:
         """The lifecycle hook: repeated MODEL_NOT_FOUND takes the instance out of routing."""

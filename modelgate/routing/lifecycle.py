@@ -124,12 +124,15 @@ class ModelProbe:
         routes: Callable[[], Iterable[Route]],
         clock: Clock,
         interval_seconds: float,
+        runs_here: Callable[[str, float], Awaitable[bool]] | None = None,
     ) -> None:
         self.monitor = monitor
         self.list_models = list_models
         self.routes = routes
         self.clock = clock
         self.interval_seconds = interval_seconds
+        # Whether this process runs the pass (once per deployment when workers share a lease).
+        self.runs_here = runs_here
 
     async def _listing(self, endpoints: tuple[Endpoint, ...]) -> set[str] | None:
         for endpoint in endpoints:
@@ -164,6 +167,7 @@ class ModelProbe:
         while True:
             await self.clock.sleep(self.interval_seconds)
             try:
-                await self.probe_once()
+                if self.runs_here is None or await self.runs_here("model-probe", self.interval_seconds):
+                    await self.probe_once()
             except Exception:
                 log.exception("model probe pass failed")

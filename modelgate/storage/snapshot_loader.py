@@ -19,6 +19,7 @@ from modelgate.config import Settings
 from modelgate.providers.base import Endpoint
 from modelgate.routing.snapshot import AppEntry, IpBlacklist, KeyEntry, Route, Snapshot
 from modelgate.storage.db import Database
+from modelgate.storage.sealed import mismatch
 from modelgate.storage.models import (
     ApiKey,
     Application,
@@ -89,12 +90,14 @@ async def load_snapshot(db: Database, box: SecretBox, settings: Settings) -> Sna
     }
 
     secrets_of: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    undecryptable: list[int] = []
     for r in provider_keys:
         try:
             secrets_of[r.provider_id].append((r.id, box.decrypt(r.secret_encrypted)))
         except DecryptionError:
-            log.error("upstream key %s of provider %s cannot be decrypted (ENCRYPTION_KEY changed?); skipped",
-                      r.id, r.provider_id)
+            undecryptable.append(r.id)
+    if undecryptable:  # calling upstreams without their keys would be worse than keeping the last view
+        raise mismatch(undecryptable)
 
     endpoints_of: dict[int, tuple[Endpoint, ...]] = {}
     kind_of: dict[int, str] = {}
