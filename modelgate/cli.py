@@ -408,15 +408,20 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
 
     from modelgate.auth.crypto import load_secret_box
     from modelgate.services import Services
+    from modelgate.shared.config_version import ConfigVersion
+    from modelgate.shared.redis_link import RedisLink
     from modelgate.storage.db import Database
 
     db = Database.from_settings(settings)
+    # Running gateways learn of the CLI's changes through Redis at once (else at their next refresh).
+    link = RedisLink(settings) if settings.redis_url else None
     try:
         async with db.engine.connect() as conn:
             migrated = await conn.run_sync(lambda c: inspect(c).has_table("alembic_version"))
         if not migrated:
             raise CliError("the database is not initialised; run `modelgate init` first")
-        services = Services(db, load_secret_box(settings), settings)
+        announce = ConfigVersion(link).announce if link is not None else None
+        services = Services(db, load_secret_box(settings), settings, on_change=announce)
         status = 500
         try:
             await handler(services, args)
@@ -430,6 +435,8 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
                                             action=f"cli {args.command} {args.action}", target=_target(args))
     finally:
         await db.dispose()
+        if link is not None:
+            await link.close()
 
 
 READ_ONLY_ACTIONS = frozenset({"list", "kinds"})
