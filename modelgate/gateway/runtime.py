@@ -26,7 +26,10 @@ from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
+from modelgate.shared.breakers import SharedBreakers
 from modelgate.shared.config_version import ConfigVersion
+from modelgate.shared.cooldowns import SharedCooldowns
+from modelgate.shared.lifecycle_counts import SharedNotFoundCounts
 from modelgate.shared.redis_link import RedisLink, redis_client
 from modelgate.shared.schedule import Schedule
 from modelgate.storage.db import Database
@@ -71,6 +74,13 @@ class Runtime:
         self.writer = UsageWriter(self.db, settings)
         self.writer.start()
         self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self)
+        self.shared_breakers: SharedBreakers | None = None
+        self.shared_cooldowns: SharedCooldowns | None = None
+        if self.link is not None:  # one gateway across workers and instances
+            self.shared_breakers = self.executor.breakers = SharedBreakers(self.executor.breakers, self.link)
+            self.shared_cooldowns = SharedCooldowns(self.executor.failover, self.link, self.shared_breakers.channel)
+            if self.executor.lifecycle is not None:
+                self.executor.lifecycle.shared = SharedNotFoundCounts(self.link, settings.gateway.lifecycle)
         upstream = settings.upstream
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
@@ -104,6 +114,8 @@ class Runtime:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.shared_breakers is not None:
+            await self.shared_breakers.close()
         await self.writer.stop()
         await MOCK_UPSTREAM.stop()
         logs.flush()
@@ -212,13 +224,13 @@ class Runtime:
             while True:
                 try:
                     async with client.pubsub() as pubsub:
-                        await pubsub.subscribe(self.config_version.channel)
+                        await pubsub.subscribe(self.config_version.channel, *self._notice_channels())
                         if lost:  # changes made while unsubscribed
                             self.refresh_soon()
                             lost = False
                         async for message in pubsub.listen():
                             if message.get("type") == "message":
-                                self.refresh_soon()
+                                self._notice(message["channel"], message["data"])
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:  # the version check still runs; retry the subscription
@@ -228,6 +240,18 @@ class Runtime:
                     await asyncio.sleep(2)
         finally:
             await client.aclose()
+
+    def _notice_channels(self) -> list[str]:
+        return [self.shared_breakers.channel] if self.shared_breakers is not None else []
+
+    def _notice(self, channel: bytes, data: bytes) -> None:
+        """A message from another process (or this one) through Redis pub/sub."""
+        if self.shared_breakers is None or channel.decode() != self.shared_breakers.channel:
+            self.refresh_soon()
+            return
+        text = data.decode(errors="replace")
+        if not (self.shared_cooldowns is not None and self.shared_cooldowns.notice(text)):
+            self.shared_breakers.notice(text)
 
     async def _flush_logs(self) -> None:
         while True:

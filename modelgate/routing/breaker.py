@@ -105,6 +105,15 @@ class EventContext:
     model: str | None = None
 
 
+def trip_reason(settings: BreakerSettings, consecutive: int, calls: int, failures: int) -> str | None:
+    """Why a CLOSED breaker with these counts opens, or None. The one rule, whichever store holds the counts."""
+    if consecutive >= settings.consecutive_failures:
+        return f"{consecutive} consecutive failures"
+    if calls >= settings.min_calls and failures / calls >= settings.failure_rate:
+        return f"failure rate {failures}/{calls} within {settings.window_seconds:g}s"
+    return None
+
+
 class BreakerRegistry:
     def __init__(self, settings: BreakerSettings, clock: Clock, sink: EventSink | None = None) -> None:
         self.settings = settings
@@ -158,6 +167,15 @@ class BreakerRegistry:
             return True
         return False
 
+    async def admit(self, endpoint_id: str, ctx: EventContext | None = None) -> bool:
+        """`acquire` behind the interface the executor awaits (a shared registry may ask Redis)."""
+        return self.acquire(endpoint_id, ctx)
+
+    def transition_seen(self, event: EventType, endpoint_id: str, ctx: EventContext | None,
+                        error_type: str | None = None, detail: str = "") -> None:
+        """Record a transition that a shared store made (another process may have counted the failures)."""
+        self._emit(event, endpoint_id, ctx, error_type, detail)
+
     def release(self, endpoint_id: str) -> None:
         """Give back a trial slot of a call that ended without an outcome (cancelled)."""
         breaker = self._breakers.get(endpoint_id)
@@ -191,14 +209,9 @@ class BreakerRegistry:
         breaker.consecutive = breaker.consecutive + 1 if failed else 0
         if not failed:
             return
-        if breaker.consecutive >= self.settings.consecutive_failures:
-            self._open(endpoint_id, breaker, ctx, error_type, f"{breaker.consecutive} consecutive failures")
-            return
-        if window.calls >= self.settings.min_calls and window.failures / window.calls >= self.settings.failure_rate:
-            self._open(
-                endpoint_id, breaker, ctx, error_type,
-                f"failure rate {window.failures}/{window.calls} within {self.settings.window_seconds:g}s",
-            )
+        why = trip_reason(self.settings, breaker.consecutive, window.calls, window.failures)
+        if why is not None:
+            self._open(endpoint_id, breaker, ctx, error_type, why)
 
     def _open(
         self, endpoint_id: str, breaker: _Breaker, ctx: EventContext | None, error_type: str | None, why: str

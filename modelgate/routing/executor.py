@@ -110,7 +110,7 @@ class Executor:
             if last is not None and self.clock.monotonic() >= ctx.deadline:
                 break
             events = EventContext(ctx.trace_id, cand.route.channel_id, ctx.model)
-            if not self.breakers.acquire(cand.endpoint.id, events):
+            if not await self.breakers.admit(cand.endpoint.id, events):
                 breaker_waits.append(self.breakers.retry_after(cand.endpoint.id))
                 continue
             if failed is not None and last is not None:

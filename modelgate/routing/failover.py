@@ -8,6 +8,7 @@ so keys share the load. An endpoint that just failed with a failover-type
 error cools down: it moves behind every other candidate for
 `cooldown_seconds`, and is still tried when nothing else is left. A channel
 whose keys all cool down therefore drops behind the other channels.
+With Redis, cooldowns are announced to every process (`modelgate.shared.cooldowns`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 from itertools import groupby
+from typing import Callable
 
 from modelgate.config import FailoverSettings
 from modelgate.providers.base import Endpoint
@@ -35,6 +37,8 @@ class FailoverPlanner:
         self.rng = rng or random.Random()
         self._rotation: dict[int, int] = {}  # channel id -> offset of the next call's first key
         self._cooldown_until: dict[str, float] = {}  # endpoint id -> monotonic time
+        # Told of each cooldown started or ended here, to share it (endpoint id, seconds; 0 = ended).
+        self.on_change: Callable[[str, float], None] | None = None
 
     def order_routes(self, routes: list[Route]) -> list[Route]:
         if len(routes) < 2:  # the common case, on the hot path
@@ -79,9 +83,13 @@ class FailoverPlanner:
             return False
         return True
 
-    def cool_down(self, endpoint_id: str) -> None:
-        self._cooldown_until[endpoint_id] = self.clock.monotonic() + self.settings.cooldown_seconds
+    def cool_down(self, endpoint_id: str, seconds: float | None = None, announce: bool = True) -> None:
+        seconds = self.settings.cooldown_seconds if seconds is None else seconds
+        self._cooldown_until[endpoint_id] = self.clock.monotonic() + seconds
+        if announce and self.on_change is not None:
+            self.on_change(endpoint_id, seconds)
 
-    def recovered(self, endpoint_id: str) -> None:
+    def recovered(self, endpoint_id: str, announce: bool = True) -> None:
         """A success ends the cooldown early."""
-        self._cooldown_until.pop(endpoint_id, None)
+        if self._cooldown_until.pop(endpoint_id, None) is not None and announce and self.on_change is not None:
+            self.on_change(endpoint_id, 0.0)

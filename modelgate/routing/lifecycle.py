@@ -9,6 +9,7 @@ hook (the service layer writes the state and refreshes the routing snapshot).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import deque
 from typing import Awaitable, Callable, Iterable, Mapping, Protocol
@@ -28,6 +29,12 @@ from modelgate.routing.snapshot import Route
 log = logging.getLogger(__name__)
 
 
+class SharedCounts(Protocol):
+    async def observe(self, model_instance_id: int) -> tuple[int, bool] | None: ...
+
+    async def forget(self, model_instance_id: int) -> None: ...
+
+
 class DeprecateHook(Protocol):
     async def deprecate(self, model_instance_id: int, reason: str) -> None: ...
 
@@ -42,6 +49,8 @@ class LifecycleMonitor:
         self.sink = sink or NullSink()
         self._seen: dict[int, deque[float]] = {}  # model instance id -> observation times
         self._deprecated: set[int] = set()
+        # Deployment-wide counts (modelgate.shared.lifecycle_counts); the local ones serve while it is away.
+        self.shared: SharedCounts | None = None
 
     def observations(self, model_instance_id: int) -> int:
         return len(self._window(model_instance_id))
@@ -58,14 +67,19 @@ class LifecycleMonitor:
         instance = route.model_instance_id
         if instance in self._deprecated:
             return False
-        seen = self._window(instance)
-        seen.append(self.clock.monotonic())
-        if len(seen) < self.settings.not_found_threshold:
+        counted = await self.shared.observe(instance) if self.shared is not None else None
+        if counted is None:
+            seen = self._window(instance)
+            seen.append(self.clock.monotonic())
+            count, deprecates = len(seen), len(seen) >= self.settings.not_found_threshold
+        else:
+            count, deprecates = counted
+        if not deprecates:
             return False
         # Mark first so concurrent observations cannot deprecate twice.
         self._deprecated.add(instance)
         reason = (
-            f"upstream model {route.upstream_model!r} not found {len(seen)} times within "
+            f"upstream model {route.upstream_model!r} not found {count} times within "
             f"{self.settings.not_found_window_seconds:g}s"
         )
         if detail:
@@ -75,6 +89,8 @@ class LifecycleMonitor:
         except Exception:
             # Try again on the next observation rather than lose the deprecation.
             self._deprecated.discard(instance)
+            if self.shared is not None:
+                await self.shared.forget(instance)
             log.exception("deprecating model instance %s failed", instance)
             return False
         self._seen.pop(instance, None)
@@ -88,6 +104,8 @@ class LifecycleMonitor:
         """An admin re-activated the instance: count from zero again."""
         self._deprecated.discard(model_instance_id)
         self._seen.pop(model_instance_id, None)
+        if self.shared is not None:
+            asyncio.get_running_loop().create_task(self.shared.forget(model_instance_id))
 
     def routable_again(self, routable: set[int]) -> None:
         """Instances this process deprecated that are routable again were re-activated by an admin."""

@@ -1,0 +1,247 @@
+"""Several gateway processes on one Redis behave as one gateway: breakers, trial leases, cooldowns,
+lifecycle counts, configuration versions, and Redis cut mid-traffic.
+
+Each test uses its own Redis key prefix (removed after) and skips when Redis is absent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import httpx
+import pytest
+from sqlalchemy import func, select
+
+from modelgate.routing.breaker import BreakerState
+from modelgate.storage.models import CallLog
+from tests.gateway_harness import GatewayHarness, harness_settings
+from tests.redis_support import REDIS_HOST, REDIS_PORT, REDIS_URL, drop_prefix, require_redis, unique_prefix
+from tests.tcp_proxy import TcpProxy
+
+FAIL = {"error": {"message": "boom", "type": "server_error", "code": None}}
+
+
+@pytest.fixture
+async def prefix():
+    await require_redis()
+    value = unique_prefix()
+    yield value
+    await drop_prefix(value)
+
+
+def shared_settings(tmp_path, prefix, **overrides):
+    overrides.setdefault("redis_url", REDIS_URL)
+    settings = harness_settings(tmp_path, redis_prefix=prefix, **overrides)
+    settings.gateway.retry.upstream_error.max_retries = 0
+    settings.gateway.breaker.consecutive_failures = 3
+    settings.gateway.cache_refresh_seconds = 600.0  # only Redis makes the other instance notice changes
+    return settings
+
+
+async def start_pair(settings):
+    first = await GatewayHarness(settings).start()
+    second = await GatewayHarness(settings).start()
+    return first, second
+
+
+async def post(instance: GatewayHarness, key: str, content: str = "hi") -> httpx.Response:
+    async with httpx.AsyncClient(timeout=30) as http:
+        return await http.post(f"{instance.url}/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                               json={"model": "gpt-test", "messages": [{"role": "user", "content": content}]})
+
+
+async def eventually(predicate, seconds: float = 3.0) -> bool:
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return predicate()
+
+
+async def test_breaker_opened_through_one_instance_is_open_on_the_other(tmp_path, prefix, openai_upstream):
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+        endpoint = f"p{wired.provider_id}:k1"
+        # Failures counted across instances: 2 through the first, 1 through the second open it.
+        openai_upstream.fail_next(500, FAIL, times=3)
+        assert (await post(first, wired.key)).status_code == 502
+        assert (await post(first, wired.key)).status_code == 502
+        await asyncio.sleep(0.1)  # let the first's failure reach Redis before the third
+        assert (await post(second, wired.key)).status_code == 502
+        breakers = (first.runtime.executor.breakers, second.runtime.executor.breakers)
+        assert await eventually(lambda: all(b.state(endpoint) is BreakerState.OPEN for b in breakers)), \
+            [b.state(endpoint) for b in breakers]
+        seen = len(openai_upstream.requests)
+        for instance in (first, second):
+            resp = await post(instance, wired.key)
+            assert resp.status_code == 503 and int(resp.headers["retry-after"]) >= 1
+        assert len(openai_upstream.requests) == seen, "an open breaker sends nothing upstream"
+        # Exactly one BREAKER_OPENED event for the deployment.
+        await first.runtime.writer.flush()
+        await second.runtime.writer.flush()
+        from modelgate.storage.models import ResilienceEvent
+
+        async with first.runtime.db.session() as s:
+            opened = (await s.execute(select(func.count()).select_from(ResilienceEvent)
+                                      .where(ResilienceEvent.event_type == "BREAKER_OPENED"))).scalar_one()
+        assert opened == 1
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+HOLD_LEASE = textwrap.dedent("""
+    import asyncio, sys
+    from modelgate.config import Settings
+    from modelgate.routing.breaker import BreakerRegistry
+    from modelgate.routing.events import SystemClock
+    from modelgate.shared.breakers import SharedBreakers
+    from modelgate.shared.redis_link import RedisLink
+
+    async def main():
+        settings = Settings(redis_url=sys.argv[1], redis_prefix=sys.argv[2])
+        settings.gateway.breaker.half_open_calls = 1
+        settings.gateway.breaker.recovery_seconds = float(sys.argv[4])
+        settings.gateway.breaker.trial_lease_seconds = float(sys.argv[5])
+        breakers = SharedBreakers(BreakerRegistry(settings.gateway.breaker, SystemClock()), RedisLink(settings))
+        breakers._half_open.add(sys.argv[3])  # as if told by pub/sub
+        print("held" if await breakers.admit(sys.argv[3]) else "refused", flush=True)
+        await asyncio.sleep(3600)
+
+    asyncio.run(main())
+""")
+
+
+async def test_a_trial_lease_held_by_a_killed_process_expires(tmp_path, prefix, openai_upstream):
+    settings = shared_settings(tmp_path, prefix)
+    breaker = settings.gateway.breaker
+    breaker.half_open_calls, breaker.recovery_seconds, breaker.trial_lease_seconds = 1, 0.3, 1.0
+    first = await GatewayHarness(settings).start()
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        endpoint = f"p{wired.provider_id}:k1"
+        openai_upstream.fail_next(500, FAIL, times=3)
+        for _ in range(3):
+            assert (await post(first, wired.key)).status_code == 502
+        assert await eventually(lambda: first.runtime.executor.breakers.state(endpoint) is BreakerState.OPEN)
+        await asyncio.sleep(0.4)  # recovery passed: the next admission takes the only trial slot
+        holder = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LEASE, REDIS_URL, prefix, endpoint, "0.3", "1.0"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            assert holder.stdout.readline().strip() == "held"
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(timeout=10)
+        refused = await post(first, wired.key)  # the dead process still holds the slot
+        assert refused.status_code == 503
+        ok = None
+        for _ in range(40):  # its lease runs out after 1 s; then a trial is admitted and closes the breaker
+            await asyncio.sleep(0.1)
+            ok = await post(first, wired.key)
+            if ok.status_code == 200:
+                break
+        assert ok is not None and ok.status_code == 200
+        assert await eventually(lambda: first.runtime.executor.breakers.state(endpoint) is BreakerState.CLOSED)
+    finally:
+        await first.stop()
+
+
+async def test_failover_cooldown_reaches_the_other_instance(tmp_path, prefix, openai_upstream):
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+        endpoint = f"p{wired.provider_id}:k1"
+        openai_upstream.fail_next(500, FAIL)
+        assert (await post(first, wired.key)).status_code == 502
+        assert await eventually(lambda: second.runtime.executor.failover.cooling(endpoint))
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_model_not_found_is_counted_once_for_the_deployment(tmp_path, prefix, openai_upstream):
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+        gone = {"error": {"message": "The model `gpt-test` does not exist", "type": "invalid_request_error",
+                          "code": "model_not_found"}}
+        openai_upstream.fail_next(404, gone, times=3)
+        # 3 observations spread over two instances reach the threshold of 3: deprecated once.
+        for instance in (first, second, first):
+            assert (await post(instance, wired.key)).status_code == 502
+        models = await first.services.models.list()
+        assert [m.state for m in models] == ["DEPRECATED"]
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_configuration_version_is_checked_cheaply_and_catches_a_lost_notice(tmp_path, prefix,
+                                                                               openai_upstream):
+    settings = shared_settings(tmp_path, prefix)
+    settings.gateway.cache_refresh_seconds = 0.1
+    first, second = await start_pair(settings)
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        assert await eventually(lambda: second.runtime.snapshot.keys_by_hash)  # pub/sub
+        await asyncio.sleep(0.3)  # the last of the wiring's notices
+        loads = second.runtime._loads_started
+        await asyncio.sleep(0.5)  # five version checks, nothing changed: nothing reloaded
+        assert second.runtime._loads_started == loads
+        # A change whose notice is lost: only the version moves.
+        keys = await first.services.api_keys.list()
+        first.runtime.services.ctx.on_change = None
+        await first.services.api_keys.disable(keys[0].id)
+        await first.runtime.link.run(lambda r: r.incr(first.runtime.config_version.key))
+        assert await eventually(lambda: not second.runtime.snapshot.keys_by_hash, seconds=2.0)
+        assert (await post(second, wired.key)).status_code == 401
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_redis_cut_mid_traffic_loses_no_call_log_row_and_the_bucket_resumes(tmp_path, prefix,
+                                                                               openai_upstream):
+    proxy = await TcpProxy(REDIS_HOST, REDIS_PORT).start()
+    settings = shared_settings(tmp_path, prefix, redis_url=proxy.url(), redis_timeout_seconds=0.2,
+                               redis_retry_seconds=0.3)
+    gateway = await GatewayHarness(settings).start()
+    try:
+        wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"], rate_capacity=1000, rate_refill=0.001)
+        statuses = [(await post(gateway, wired.key)).status_code for _ in range(5)]
+        proxy.cut("hang")
+        statuses += [(await post(gateway, wired.key)).status_code for _ in range(5)]
+        proxy.cut("refuse")
+        statuses += [(await post(gateway, wired.key)).status_code for _ in range(5)]
+        assert not gateway.runtime.link.up
+        proxy.restore()
+        await asyncio.sleep(0.35)
+        statuses += [(await post(gateway, wired.key)).status_code for _ in range(5)]
+        assert statuses == [200] * 20
+        assert gateway.runtime.link.up, "shared state resumed"
+        # The shared bucket counted the calls made while Redis was there (5 before, 5 after).
+        tokens = await gateway.runtime.link.run(
+            lambda r: r.hget(gateway.runtime.link.key("bucket", wired_key_id(gateway)), "tokens"))
+        assert 989.5 < float(tokens) < 990.5
+        await gateway.runtime.writer.flush()
+        async with gateway.runtime.db.session() as s:
+            rows = (await s.execute(select(func.count()).select_from(CallLog))).scalar_one()
+        assert rows == 20
+    finally:
+        await gateway.stop()
+        await proxy.close()
+
+
+def wired_key_id(gateway: GatewayHarness) -> int:
+    (entry,) = gateway.runtime.snapshot.keys_by_hash.values()
+    return entry.id
