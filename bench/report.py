@@ -160,12 +160,30 @@ def markdown(results: dict[str, Any]) -> str:
                 continue
             stop = res.get("stop", {})
             lines.append("| " + " | ".join([
-                str(_get(res, "info", "workers")), _fmt(_rps(res, "chat", "plain", "c32")),
+                str(_get(res, "info", "workers")) + (" + Redis" if _get(res, "info", "redis") else ""),
+                _fmt(_rps(res, "chat", "plain", "c32")),
                 _fmt(_rps(res, "chat", "stream", "c32")),
                 _fmt(_get(res, "chat", "plain", "saturation", "c32", "cpu_ms_per_request"), 3),
                 _fmt(_get(res, "rss_mb", "sum"), 1), _fmt(count_errors({k: v for k, v in res.items() if k != "stop"})),
                 f"{_fmt(stop.get('call_log_rows'))} / {_fmt(stop.get('upstream_calls'))}",
                 _fmt(stop.get("lost_call_log_rows")),
+            ]) + " |")
+
+    redis_pairs = [(name[: -len("-redis")], name) for name in workers
+                   if name.endswith("-redis") and name[: -len("-redis")] in t]
+    if redis_pairs:
+        lines += ["", "## Shared state through Redis (issue 15: within 10 % of the same workers without Redis)", "",
+                  "| workers | req/s c32 without / with Redis | with / without | stream c32 without / with | met |",
+                  "|---|---|---|---|---|"]
+        for plain_name, redis_name in redis_pairs:
+            plain, shared = t[plain_name], t[redis_name]
+            a, b = _rps(plain, "chat", "plain", "c32"), _rps(shared, "chat", "plain", "c32")
+            ratio = b / a if a and b else None
+            lines.append("| " + " | ".join([
+                str(_get(plain, "info", "workers")), f"{_fmt(a)} / {_fmt(b)}",
+                f"{ratio:.0%}" if ratio else "–",
+                f"{_fmt(_rps(plain, 'chat', 'stream', 'c32'))} / {_fmt(_rps(shared, 'chat', 'stream', 'c32'))}",
+                ("yes" if ratio >= 0.9 else "**no**") if ratio else "–",
             ]) + " |")
 
     first = t.get(workers[0]) if workers else None

@@ -215,6 +215,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rates", default="50,200,500", help="open-loop rates, requests/s")
     parser.add_argument("--connections", default="8,32", help="wrk connection counts")
     parser.add_argument("--workers", default="1,2,4", help="modelgate worker counts (first one in full)")
+    parser.add_argument("--redis", metavar="URL",
+                        help="also run each --redis-workers count with REDIS_URL=URL (shared buckets, breakers, "
+                             "cooldowns; a fresh key prefix per run): the cost of one gateway across workers")
+    parser.add_argument("--redis-workers", default="4", help="worker counts measured with and without --redis")
     parser.add_argument("--chunks", type=int, default=8, help="content chunks per streamed answer")
     parser.add_argument("--delay-ms", type=float, default=0.0, help="upstream delay per answer")
     parser.add_argument("--no-conversion", action="store_true", help="skip modelgate's conversion paths")
@@ -274,6 +278,15 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"== modelgate, {workers} worker(s)", flush=True)
                 results["targets"][f"modelgate-w{workers}"] = measure_modelgate(
                     runner, upstream, run_dir, workers, full=(i == 0))
+        if "modelgate" in chosen and args.redis:
+            for workers in [int(w) for w in args.redis_workers.split(",") if w.strip()]:
+                if f"modelgate-w{workers}" not in results["targets"]:
+                    print(f"== modelgate, {workers} worker(s)", flush=True)
+                    results["targets"][f"modelgate-w{workers}"] = measure_modelgate(
+                        runner, upstream, run_dir, workers, full=False)
+                print(f"== modelgate, {workers} worker(s), shared state in Redis", flush=True)
+                results["targets"][f"modelgate-w{workers}-redis"] = measure_modelgate(
+                    runner, upstream, run_dir, workers, full=False, redis_url=args.redis)
         if "litellm" in chosen:
             print("== litellm", flush=True)
             install = targets.ensure_litellm(run_dir)
@@ -311,13 +324,16 @@ def measure_simple(runner: Runner, start: Any) -> dict[str, Any]:
     return res
 
 
-def measure_modelgate(runner: Runner, upstream: Target, run_dir: Path, workers: int, full: bool) -> dict[str, Any]:
+def measure_modelgate(runner: Runner, upstream: Target, run_dir: Path, workers: int, full: bool,
+                      redis_url: str | None = None) -> dict[str, Any]:
     plan = runner.plan
     # One worker is pinned like the other targets; several workers get both cores (shared with the load).
     cpus = plan.target_cpus if workers == 1 else None
     load = plan.load_cpus if workers == 1 else None
+    extra = {"REDIS_URL": redis_url, "REDIS_PREFIX": f"bench-{os.getpid()}-{time.time_ns()}:"} if redis_url else None
     try:
-        target = targets.start_modelgate(upstream, run_dir, cpus, workers)
+        target = targets.start_modelgate(upstream, run_dir, cpus, workers, extra,
+                                         tag="-redis" if redis_url else "")
     except Exception as exc:  # any start-up failure is a result to report, not a crash of the run
         print(f"  failed to start: {exc}", flush=True)
         return {"error": str(exc)[-2000:]}

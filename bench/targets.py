@@ -307,7 +307,9 @@ def count_call_log(data_dir: Path) -> int:
 
 def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: int,
                     extra_env: dict[str, str] | None = None, tag: str = "") -> Target:
+    """`tag` tells apart runs of one worker count (e.g. "-redis": shared state through Redis)."""
     port = free_port()
+    name = f"modelgate-w{workers}{tag}"
     data_dir = log_dir / f"modelgate-data-w{workers}{tag}"
     data_dir.mkdir(parents=True, exist_ok=True)
     config = data_dir / "bench.yaml"
@@ -325,7 +327,7 @@ def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: 
     }
     key, alt_problem = asyncio.run(_configure_modelgate(env, upstream))
     exe = Path(PYTHON).parent / "modelgate"
-    proc = spawn(f"modelgate-w{workers}{tag}", [str(exe), "serve"], cpus, log_dir, env, cwd=data_dir)
+    proc = spawn(name, [str(exe), "serve"], cpus, log_dir, env, cwd=data_dir)
     bearer = [f"Authorization: Bearer {key}"]
     calls = {
         "chat": chat_call("/v1/chat/completions", bearer),
@@ -342,5 +344,5 @@ def start_modelgate(upstream: Target, log_dir: Path, cpus: str | None, workers: 
         return {"upstream_calls": sent, "call_log_rows": rows, "lost_call_log_rows": max(0, sent - rows)}
 
     info = {"workers": workers, "data_dir": str(data_dir), "conversion_problem": alt_problem,
-            "api_key": key}
-    return Target(f"modelgate-w{workers}", port, proc, calls, info, on_stop)
+            "api_key": key, "redis": "REDIS_URL" in env}
+    return Target(name, port, proc, calls, info, on_stop)
