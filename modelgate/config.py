@@ -48,8 +48,8 @@ class BreakerSettings(BaseModel):
     window_seconds: float = 60.0
     recovery_seconds: float = 30.0
     half_open_calls: int = 3
-    # With Redis, a half-open trial slot is a lease: a process that dies holding one loses it after this.
-    trial_lease_seconds: float = 60.0
+    # A HALF_OPEN trial that has not reported within this time gives its slot back.
+    half_open_trial_timeout_seconds: float = 120.0
 
 
 class FailoverSettings(BaseModel):

@@ -109,7 +109,7 @@ HOLD_LEASE = textwrap.dedent("""
         settings = Settings(redis_url=sys.argv[1], redis_prefix=sys.argv[2])
         settings.gateway.breaker.half_open_calls = 1
         settings.gateway.breaker.recovery_seconds = float(sys.argv[4])
-        settings.gateway.breaker.trial_lease_seconds = float(sys.argv[5])
+        settings.gateway.breaker.half_open_trial_timeout_seconds = float(sys.argv[5])
         breakers = SharedBreakers(BreakerRegistry(settings.gateway.breaker, SystemClock()), RedisLink(settings))
         breakers._half_open.add(sys.argv[3])  # as if told by pub/sub
         print("held" if await breakers.admit(sys.argv[3]) else "refused", flush=True)
@@ -122,7 +122,7 @@ HOLD_LEASE = textwrap.dedent("""
 async def test_a_trial_lease_held_by_a_killed_process_expires(tmp_path, prefix, openai_upstream):
     settings = shared_settings(tmp_path, prefix)
     breaker = settings.gateway.breaker
-    breaker.half_open_calls, breaker.recovery_seconds, breaker.trial_lease_seconds = 1, 0.3, 1.0
+    breaker.half_open_calls, breaker.recovery_seconds, breaker.half_open_trial_timeout_seconds = 1, 0.3, 1.0
     first = await GatewayHarness(settings).start()
     try:
         wired = await first.wire(openai_upstream.base_url, ["gpt-test"])

@@ -4,7 +4,7 @@ The decisions stay those of `routing.breaker` (`trip_reason`, the half-open
 rules, the events); only where the state lives changes. Per endpoint, Redis
 holds the state, the consecutive-failure count, the failure window (one hash
 field per second) and the half-open trial slots, as leases that expire after
-`trial_lease_seconds` so a process that dies holding one cannot block the
+`half_open_trial_timeout_seconds` so a process that dies holding one cannot block the
 endpoint. Every change is one atomic Lua script, on Redis's clock.
 
 The hot path stays local where that is correct:
@@ -200,7 +200,7 @@ class SharedBreakers:
             state, admitted, wait_ms, turned = await self.link.run(lambda _: self._acquire(
                 keys=[keys[0], keys[3]],
                 args=[int(self.settings.recovery_seconds * 1000), self.settings.half_open_calls,
-                      int(self.settings.trial_lease_seconds * 1000), lease, self._ttl]))
+                      int(self.settings.half_open_trial_timeout_seconds * 1000), lease, self._ttl]))
         except RedisUnavailable:
             return self.local.acquire(endpoint_id, ctx)
         state = _text(state)
@@ -390,4 +390,5 @@ class SharedBreakers:
 
 def settings_ttl(settings: BreakerSettings) -> int:
     """Seconds an idle endpoint's keys live: long enough for its window and its recovery."""
-    return int(settings.window_seconds + settings.recovery_seconds + settings.trial_lease_seconds) + 60
+    return int(settings.window_seconds + settings.recovery_seconds
+               + settings.half_open_trial_timeout_seconds) + 60
