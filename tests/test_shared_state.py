@@ -122,7 +122,7 @@ HOLD_LEASE = textwrap.dedent("""
 async def test_a_trial_lease_held_by_a_killed_process_expires(tmp_path, prefix, openai_upstream):
     settings = shared_settings(tmp_path, prefix)
     breaker = settings.gateway.breaker
-    breaker.half_open_calls, breaker.recovery_seconds, breaker.half_open_trial_timeout_seconds = 1, 0.3, 1.0
+    breaker.half_open_calls, breaker.recovery_seconds, breaker.half_open_trial_timeout_seconds = 1, 0.3, 3.0
     first = await GatewayHarness(settings).start()
     try:
         wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
@@ -133,7 +133,7 @@ async def test_a_trial_lease_held_by_a_killed_process_expires(tmp_path, prefix, 
         assert await eventually(lambda: first.runtime.executor.breakers.state(endpoint) is BreakerState.OPEN)
         await asyncio.sleep(0.4)  # recovery passed: the next admission takes the only trial slot
         holder = subprocess.Popen(
-            [sys.executable, "-c", HOLD_LEASE, REDIS_URL, prefix, endpoint, "0.3", "1.0"],
+            [sys.executable, "-c", HOLD_LEASE, REDIS_URL, prefix, endpoint, "0.3", "3.0"],
             stdout=subprocess.PIPE, text=True)
         try:
             assert holder.stdout.readline().strip() == "held"
@@ -143,7 +143,7 @@ async def test_a_trial_lease_held_by_a_killed_process_expires(tmp_path, prefix, 
         refused = await post(first, wired.key)  # the dead process still holds the slot
         assert refused.status_code == 503
         ok = None
-        for _ in range(40):  # its lease runs out after 1 s; then a trial is admitted and closes the breaker
+        for _ in range(100):  # its lease runs out after 3 s; then a trial is admitted and closes the breaker
             await asyncio.sleep(0.1)
             ok = await post(first, wired.key)
             if ok.status_code == 200:

@@ -177,13 +177,15 @@ async def test_snapshot_routes_and_endpoints(services, database, secret_box, set
     assert not snap.blacklist.blocks("192.0.2.2")
 
 
-async def test_snapshot_skips_undecryptable_keys(services, database, settings, caplog):
+async def test_snapshot_refuses_undecryptable_keys(services, database, settings):
+    """A lost or changed ENCRYPTION_KEY must not route calls upstream without their keys (issue 15)."""
     import os
 
-    from modelgate.auth.crypto import SecretBox
+    from modelgate.auth.crypto import ConfigError, SecretBox
 
     await services.providers.create("oa", "openai", keys=["upstream-key-one-1111"])
     await services.channels.create("main", "oa", ["gpt"])
-    snap = await load_snapshot(database, SecretBox(os.urandom(32)), settings)
-    assert snap.routes_by_model == {}
-    assert "cannot be decrypted" in caplog.text and "upstream-key-one" not in caplog.text
+    with pytest.raises(ConfigError) as err:
+        await load_snapshot(database, SecretBox(os.urandom(32)), settings)
+    assert str(err.value).startswith("ENCRYPTION_KEY_MISMATCH: 1 stored upstream key(s)")
+    assert "upstream-key-one" not in str(err.value)
