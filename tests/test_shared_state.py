@@ -36,6 +36,7 @@ async def prefix():
 
 def shared_settings(tmp_path, prefix, **overrides):
     overrides.setdefault("redis_url", REDIS_URL)
+    overrides.setdefault("redis_timeout_seconds", 2.0)  # a loaded test machine is not a Redis outage
     settings = harness_settings(tmp_path, redis_prefix=prefix, **overrides)
     settings.gateway.retry.upstream_error.max_retries = 0
     settings.gateway.breaker.consecutive_failures = 3
