@@ -28,7 +28,8 @@ async def redis_available():
 
 @pytest.fixture
 async def pair(tmp_path, redis_available):
-    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:")
+    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:",
+                                redis_timeout_seconds=2.0)
     settings.gateway.cache_refresh_seconds = 600.0  # only Redis can make the second instance notice changes
     first = await GatewayHarness(settings).start()
     second = await GatewayHarness(settings).start()
@@ -73,7 +74,8 @@ async def test_configuration_change_reaches_the_other_instance_through_redis(pai
 
 async def test_forced_recovery_reaches_every_instance(tmp_path, redis_available, openai_upstream):
     """An admin's forced recovery is recorded once and applied by every process's breakers."""
-    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:")
+    settings = harness_settings(tmp_path, redis_url=REDIS_URL, redis_prefix=f"mgtest-{uuid.uuid4().hex[:8]}:",
+                                redis_timeout_seconds=2.0)
     settings.gateway.retry.upstream_error.max_retries = 0
     first = await GatewayHarness(settings).start()
     second = await GatewayHarness(settings).start()
