@@ -48,3 +48,10 @@ def test_a_removed_field_is_not_forwarded() -> None:
 
 def test_a_plain_dict_is_serialised() -> None:
     assert orjson.loads(forward({"model": "a", "x": 1}, {"model": "b"})) == {"model": "b", "x": 1}
+
+
+def test_a_value_replaced_by_an_equal_value_of_another_type_is_serialised_afresh() -> None:
+    raw = b'{"model": "m", "n": 1}'
+    client = ClientBody(orjson.loads(raw), raw)
+    client["n"] = True  # equal to 1 in Python, not in JSON
+    assert orjson.loads(forward(client, {"model": "m"})) == {"model": "m", "n": True}

@@ -36,7 +36,7 @@ def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
     forwarded = {**body, **changes}
     if isinstance(body, ClientBody):
         received = body.received
-        same = all((value := forwarded.get(name, _MISSING)) is old or value == old
+        same = all((value := forwarded.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)
                    for name, old in received.items())
         if same:
             added = {name: value for name, value in forwarded.items() if name not in received}

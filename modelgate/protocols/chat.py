@@ -380,24 +380,27 @@ class ChatCodec:
 class ChatStreamEncoder:
     """IR stream events → chat.completion.chunk SSE frames."""
 
-    __slots__ = ("model", "include_usage", "id", "created", "usage")
+    __slots__ = ("model", "include_usage", "id", "created", "usage", "_head")
 
     def __init__(self, model: str, include_usage: bool) -> None:
         self.model = model
         self.include_usage = include_usage
-        self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
         self.usage = Usage()
+        self._set_id(f"chatcmpl-{uuid.uuid4().hex}")
+
+    def _set_id(self, completion: str) -> None:
+        self.id = completion
+        # Every chunk starts with the same bytes: encoded once per stream, not once per chunk.
+        head = orjson.dumps({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+                             "model": self.model})
+        self._head = b"data: " + head[:-1] + b',"choices":[{"index":0,"delta":'
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        chunk = {
-            "id": self.id,
-            "object": "chat.completion.chunk",
-            "created": self.created,
-            "model": self.model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}],
-        }
-        return sse.encode(orjson.dumps(chunk))
+        # The bytes of orjson.dumps({..., "choices": [{"index": 0, "delta": delta, "finish_reason": ...,
+        # "logprobs": None}]}) framed as one SSE event.
+        return (self._head + orjson.dumps(delta) + b',"finish_reason":' + orjson.dumps(finish_reason)
+                + b',"logprobs":null}]}\n\n')
 
     def encode(self, event: StreamEvent) -> bytes:
         if isinstance(event, TextDelta):
@@ -411,7 +414,7 @@ class ChatStreamEncoder:
         if isinstance(event, ThinkingDelta):
             return self._chunk({"reasoning_content": event.text})
         if isinstance(event, StreamStart):
-            self.id = completion_id(event.id)
+            self._set_id(completion_id(event.id))
             self.usage = self.usage.merged(event.usage)
             return self._chunk({"role": "assistant", "content": ""})
         if isinstance(event, UsageUpdate):

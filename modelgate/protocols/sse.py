@@ -52,6 +52,20 @@ class SSEParser:
 
 
 def parse_event(raw: bytes) -> SSEEvent | None:
+    # Nearly every event of a model stream is one `data: ` line, with or without an `event: ` line
+    # before it: read those without the general line loop (the hot path of converted streams).
+    if raw.startswith(b"data: ") and raw.find(b"\n") == len(raw) - 2:
+        return SSEEvent(None, raw[6:-2].decode("utf-8", "replace"), raw)
+    if raw.startswith(b"event: "):
+        first = raw.find(b"\n")
+        if raw.startswith(b"data: ", first + 1) and raw.find(b"\n", first + 1) == len(raw) - 2:
+            name = raw[7:first].decode("utf-8", "replace")
+            if not name.startswith(" "):
+                return SSEEvent(name, raw[first + 7:-2].decode("utf-8", "replace"), raw)
+    return _parse_lines(raw)
+
+
+def _parse_lines(raw: bytes) -> SSEEvent | None:
     name = None
     data_lines = []
     for line in raw.decode("utf-8", "replace").split("\n"):
@@ -71,5 +85,5 @@ def parse_event(raw: bytes) -> SSEEvent | None:
 
 def encode(data: bytes, event: str | None = None) -> bytes:
     if event is None:
-        return b"data: " + data + b"\n\n"
-    return b"event: " + event.encode() + b"\ndata: " + data + b"\n\n"
+        return b"data: %b\n\n" % data
+    return b"event: %b\ndata: %b\n\n" % (event.encode(), data)
