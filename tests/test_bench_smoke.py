@@ -157,6 +157,9 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
                 ("modelgate messages→chat", mg, targets.Call(
                     "/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], msgs_body, False)),
             ]
+            for label, target, call in cases:  # one call each first: a refusal shows with its body
+                status, answer = targets.request(target.port, "POST", call.path, call.body, call.headers)
+                assert status == 200, (label, status, answer[:500])
             runs = bench.interleaved(cases, 4)
             long_call = targets.Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], orjson.dumps(
                 {"model": targets.LONG_MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}), True)
