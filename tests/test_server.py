@@ -47,7 +47,7 @@ def test_serve_listens_on_server_port_and_prints_admin_password_once(tmp_path):
         proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 text=True)
         try:
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + 90  # a first start migrates and hashes a password: slow on a loaded machine
             while time.monotonic() < deadline:
                 try:
                     if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
