@@ -9,6 +9,7 @@ Three body shapes exist and each error says which one it uses:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from datetime import datetime, timezone
 
 import orjson
@@ -58,7 +59,7 @@ class Shape(enum.Enum):
 class ClientProtocol(enum.Enum):
     CHAT = "chat"
     MESSAGES = "messages"
-    MANAGEMENT = "management"
+    RESPONSES = "responses"
 
 
 class GatewayError(Exception):
@@ -150,20 +151,16 @@ def utc_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def error_body(err: GatewayError, protocol: ClientProtocol, trace_id: str) -> bytes:
+def error_body(err: GatewayError, trace_id: str, validation_body: Callable[[str], bytes] | None = None) -> bytes:
+    """The body of `err` in its shape; `validation_body` is the client protocol's 7.2 shape (its
+    codec's `validation_body`), absent on the management API, whose 400s use the envelope."""
     if err.shape is Shape.SHORT:
         if err.status == 429:
             return orjson.dumps({"error": {"code": err.code, "message": err.message}})
         return orjson.dumps({"code": err.code, "message": err.message})
     if err.shape is Shape.VALIDATION:
-        if protocol is ClientProtocol.MESSAGES:
-            return orjson.dumps(
-                {"type": "error", "error": {"type": "invalid_request_error", "message": err.message}}
-            )
-        if protocol is ClientProtocol.CHAT:
-            return orjson.dumps(
-                {"error": {"message": err.message, "type": "invalid_request_error", "code": "invalid_request"}}
-            )
+        if validation_body is not None:
+            return validation_body(err.message)
         return envelope_error(GatewayError(400, "VALIDATION_ERROR", err.message), trace_id)
     return envelope_error(err, trace_id)
 

@@ -13,7 +13,8 @@ import pytest
 
 from modelgate import errors
 from modelgate.config import Settings
-from modelgate.errors import ClientProtocol, ErrorType, GatewayError, UpstreamError
+from modelgate.errors import ErrorType, GatewayError, UpstreamError
+from modelgate.protocols.chat import ChatCodec
 from modelgate.providers.base import Endpoint
 from modelgate.routing.breaker import BreakerState
 from modelgate.routing.executor import CallContext, Executor
@@ -84,7 +85,7 @@ def call(clock: FakeClock, timeout: float = 120.0, trace: str = "trace-1", strea
 
 
 def body(err: GatewayError) -> dict:
-    return orjson.loads(errors.error_body(err, ClientProtocol.CHAT, "trace-1"))
+    return orjson.loads(errors.error_body(err, "trace-1", ChatCodec().validation_body))
 
 
 def assert_envelope(err: GatewayError, status: int, code: str) -> None:

@@ -133,7 +133,7 @@ def test_invalid_bodies_are_400_in_messages_shape(bad, needle):
     err = info.value
     assert err.status == 400 and err.shape is Shape.VALIDATION
     assert needle in err.message
-    assert orjson.loads(error_body(err, ClientProtocol.MESSAGES, "t")) == {
+    assert orjson.loads(error_body(err, "t", codec.validation_body)) == {
         "type": "error",
         "error": {"type": "invalid_request_error", "message": err.message},
     }
@@ -362,7 +362,7 @@ def test_keepalive_and_errors():
      ("QUOTA_EXCEEDED", "billing_error"), ("AUTHENTICATION_ERROR", "authentication_error")],
 )
 def test_stream_error_frame(error_type, vendor):
-    assert frames(codec.stream_error(error_type, "m")) == [
+    assert frames(codec.native_stream_tap({}).error_event(error_type, "m")) == [
         ("error", {"type": "error", "error": {"type": vendor, "message": "m"}})
     ]
 

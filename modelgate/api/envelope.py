@@ -13,7 +13,6 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelgate.errors import (
-    ClientProtocol,
     GatewayError,
     envelope_error,
     envelope_ok,
@@ -72,7 +71,7 @@ def ok(request: Request, data: Any, status: int = 200) -> Response:
 
 
 def error_response(request: Request, err: GatewayError) -> Response:
-    body = error_body(err, ClientProtocol.MANAGEMENT, trace_id(request))
+    body = error_body(err, trace_id(request))
     return Response(body, status_code=err.status, media_type=JSON, headers=err.headers or None)
 
 

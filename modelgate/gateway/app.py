@@ -10,7 +10,6 @@ import orjson
 
 from modelgate import errors
 from modelgate.config import Settings, load_settings
-from modelgate.errors import ClientProtocol
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
@@ -18,6 +17,7 @@ from modelgate.gateway.runtime import Runtime
 from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
+from modelgate.protocols.responses import ResponsesCodec
 from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.app")
@@ -44,6 +44,7 @@ class GatewayApp:
         self.inference = InferenceHandler(self.runtime)
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
+        self.responses = ResponsesCodec()
         self.management: Any = None  # the management API and console, built on first use
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -63,6 +64,8 @@ class GatewayApp:
                 return await self.inference.infer(scope, receive, send, self.chat)
             if path == "/alt/v1/messages":
                 return await self.inference.infer(scope, receive, send, self.messages)
+            if path == "/v1/responses":
+                return await self.inference.infer(scope, receive, send, self.responses)
         elif method == "GET":
             if path == "/v1/models":
                 return await self.inference.list_models(scope, receive, send)
@@ -75,9 +78,10 @@ class GatewayApp:
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
         if not path.startswith(("/v1/", "/alt/")):
             return await (self.management or self._build_management())(scope, receive, send)
-        protocol = ClientProtocol.MESSAGES if path.startswith("/alt/") else ClientProtocol.CHAT
-        err = errors.not_found(f"No route for {method} {scope['path']}")
-        await send_error(send, err, protocol, new_trace_id())
+        if path.startswith("/v1/responses/"):
+            # Retrieving, deleting or cancelling a stored response: the gateway stores none.
+            return await self.inference.stateless_refusal(scope, receive, send, self.responses)
+        await send_error(send, errors.not_found(f"No route for {method} {scope['path']}"), new_trace_id())
 
     async def readiness(self, send: Send) -> None:
         ready, checks = await self.runtime.readiness()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Awaitable, Callable
 
-from modelgate.errors import ClientProtocol, GatewayError, error_body, invalid_request
+from modelgate.errors import GatewayError, error_body, invalid_request
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -63,6 +63,8 @@ async def send_bytes(
     await send({"type": "http.response.body", "body": body})
 
 
-async def send_error(send: Send, err: GatewayError, protocol: ClientProtocol, trace_id: str) -> None:
+async def send_error(send: Send, err: GatewayError, trace_id: str,
+                     validation_body: Callable[[str], bytes] | None = None) -> None:
+    """`err` in its spec shape; `validation_body` gives a client protocol's 7.2 shape."""
     extra = [(name.encode(), value.encode()) for name, value in err.headers.items()]
-    await send_bytes(send, err.status, error_body(err, protocol, trace_id), trace_id, extra=extra)
+    await send_bytes(send, err.status, error_body(err, trace_id, validation_body), trace_id, extra=extra)

@@ -1,7 +1,9 @@
 """The inference hot path: auth, validation, routing, upstream call, response, call log.
 
 Order of checks (spec 5 rule 6): IP blacklist, key, rate limit, then protocol
-handling. Auth refusals use the short bodies of 7.3 on every path.
+handling. Auth refusals use the short bodies of 7.3 on every path. Everything
+that differs between client protocols (where the key is, required headers, the
+7.2 body, the wire formats) is the codec's business (protocols/base.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import aiohttp
 import orjson
 
 from modelgate import errors
-from modelgate.errors import ClientProtocol, ErrorType, GatewayError, UpstreamError
+from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import (
     SSE_HEADERS,
@@ -30,7 +32,7 @@ from modelgate.gateway.asgi import (
     send_bytes,
     send_error,
 )
-from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder
+from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder, bearer_token
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -51,7 +53,6 @@ from modelgate.tracing import new_trace_id
 log = logging.getLogger("modelgate.gateway")
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
-ALT_VERSION = b"2023-06-01"
 
 
 @dataclass(slots=True)
@@ -68,6 +69,11 @@ class StreamHandle:
     failure: UpstreamError | None = None  # why the stream ended early, if it did
     last_data: float = 0.0  # monotonic time of the last upstream bytes
     last_sent: float = 0.0  # monotonic time of the last bytes sent to the client
+
+    def error_event(self, failure: UpstreamError) -> bytes:
+        """The client protocol's in-stream error, continuing the stream the client has seen so far."""
+        source: Any = self.encoder if self.encoder is not None else self.tap
+        return source.error_event(failure.error_type.value, failure.message)
 
 
 class InferenceHandler:
@@ -107,9 +113,9 @@ class InferenceHandler:
         trace_id = new_trace_id()
         headers = request_headers(scope)
         try:
-            _, app = await self.authenticate(_bearer(headers), self.client_ip(scope, headers))
+            _, app = await self.authenticate(bearer_token(headers), self.client_ip(scope, headers))
         except GatewayError as err:
-            await send_error(send, err, ClientProtocol.CHAT, trace_id)
+            await send_error(send, err, trace_id)
             return
         data = [
             {"id": r.model_id, "object": "model", "created": r.created, "ownedBy": r.owned_by}
@@ -117,28 +123,36 @@ class InferenceHandler:
         ]
         await send_bytes(send, 200, orjson.dumps({"object": "list", "data": data}), trace_id)
 
-    # --- POST /v1/chat/completions and /alt/v1/messages ----------------------------
+    # --- /v1/responses/{id}... ---------------------------------------------------------
+
+    async def stateless_refusal(self, scope: Scope, receive: Receive, send: Send, codec: ClientCodec) -> None:
+        """Calls on stored responses (retrieve, delete, cancel, input items): the gateway keeps none,
+        so after the usual key checks they get a 400 that says so."""
+        trace_id = new_trace_id()
+        headers = request_headers(scope)
+        try:
+            await self.authenticate(codec.api_key(headers), self.client_ip(scope, headers))
+            raise errors.invalid_request(
+                f"{scope['method']} {scope['path']}: modelgate stores no responses (store is always false); "
+                "send the whole conversation in 'input' instead of referring to an earlier response")
+        except GatewayError as err:
+            await send_error(send, err, trace_id, codec.validation_body)
+
+    # --- POST /v1/chat/completions, /alt/v1/messages and /v1/responses ----------------
 
     async def infer(self, scope: Scope, receive: Receive, send: Send, codec: ClientCodec) -> None:
         started = time.perf_counter()
         trace_id = new_trace_id()
         headers = request_headers(scope)
         ip = self.client_ip(scope, headers)
-        protocol = codec.protocol
         record = CallRecord(
-            trace_id=trace_id, protocol=protocol.value, model="", status=500, client_ip=ip, stream=False
+            trace_id=trace_id, protocol=codec.protocol.value, model="", status=500, client_ip=ip, stream=False
         )
         ctx: CallContext | None = None
         try:
-            if protocol is ClientProtocol.CHAT:
-                raw_key = _bearer(headers)
-            else:
-                # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.
-                raw_key = headers.get(b"x-api-key") or _bearer(headers)
-            key, app = await self.authenticate(raw_key, ip)
+            key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
-            if protocol is ClientProtocol.MESSAGES:
-                _check_alt_version(headers)
+            codec.check_headers(headers)
             body = _parse_json(await read_body(receive, MAX_BODY_BYTES))
             model, stream = codec.validate(body)
             record.model, record.stream = model, stream
@@ -164,7 +178,7 @@ class InferenceHandler:
             if ctx is not None:
                 _note_route(record, ctx)
             log.info("call refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
-            await send_error(send, err, protocol, trace_id)
+            await send_error(send, err, trace_id, codec.validation_body)
         except ClientDisconnected:
             record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
         except Exception:
@@ -172,7 +186,7 @@ class InferenceHandler:
             record.error_code = "INTERNAL_ERROR"
             if record.first_byte_ms is None:  # else the stream's headers are out: it just ends
                 record.status = 500
-                await send_error(send, errors.internal_error(), protocol, trace_id)
+                await send_error(send, errors.internal_error(), trace_id)
         finally:
             record.latency_ms = (time.perf_counter() - started) * 1000.0
             self.rt.writer.record(record)
@@ -211,8 +225,7 @@ class InferenceHandler:
                 log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
             elif reason == "stalled":
                 failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {watch.gap_limit:.0f} s")
-                await send({"type": "http.response.body", "more_body": True,
-                            "body": call.codec.stream_error(failure.error_type.value, failure.message)})
+                await send({"type": "http.response.body", "more_body": True, "body": handle.error_event(failure)})
                 await send({"type": "http.response.body", "body": b""})
             if failure is not None:
                 record.error_code = failure.error_type.value
@@ -248,7 +261,7 @@ class _Call:
         return self._ir
 
     def _request(self, route: Route, endpoint: Endpoint) -> tuple[Any, UpstreamRequest, bool]:
-        adapter = get_kind(route.provider_kind).adapter
+        adapter: Any = get_kind(route.provider_kind).adapter_for(self.codec.native_wire)
         native = adapter.wire == self.codec.native_wire
         if native:
             req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream)
@@ -270,7 +283,7 @@ class _Call:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = adapter.parse_response(data)
-            return self.codec.encode_response(resp_ir, self.model), resp_ir.usage
+            return self.codec.encode_response(resp_ir, self.model, self.body), resp_ir.usage
         try:
             parsed = orjson.loads(data)
         except orjson.JSONDecodeError:
@@ -350,7 +363,7 @@ class _Call:
             if handle.tap.finished:
                 return b""
             handle.failure = UpstreamError(ErrorType.NETWORK_ERROR, "Upstream stream ended before completion")
-            return self.codec.stream_error(handle.failure.error_type.value, handle.failure.message)
+            return handle.error_event(handle.failure)
         return self._encode(handle, handle.decoder.close(), first)  # type: ignore[union-attr]
 
     async def pump(self, handle: StreamHandle, send: Send) -> UpstreamError | None:
@@ -375,8 +388,7 @@ class _Call:
         except aiohttp.ClientError as exc:
             failure = UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
         if failure is not None:
-            await send({"type": "http.response.body", "more_body": True,
-                        "body": self.codec.stream_error(failure.error_type.value, failure.message)})
+            await send({"type": "http.response.body", "more_body": True, "body": handle.error_event(failure)})
         await send({"type": "http.response.body", "body": b""})
         return failure or handle.failure
 
@@ -455,31 +467,6 @@ def _note_route(record: CallRecord, ctx: CallContext) -> None:
     if ctx.route is not None:
         record.channel_id = ctx.route.channel_id
         record.provider_kind = ctx.route.provider_kind
-
-
-def _bearer(headers: dict[bytes, bytes]) -> bytes | None:
-    value = headers.get(b"authorization")
-    if value and value[:7].lower() == b"bearer ":
-        return value[7:].strip()
-    return None
-
-
-def _check_alt_version(headers: dict[bytes, bytes]) -> None:
-    version = headers.get(b"alt-version")
-    if version is not None:
-        if version != ALT_VERSION:
-            raise errors.invalid_request(
-                f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
-        return
-    # The vendor's own header name is an alias, so its official SDK works unmodified; its newer
-    # releases send later dates of the same wire protocol, which we accept.
-    vendor = headers.get(b"anthropic-version")
-    if vendor is None:
-        raise errors.invalid_request("The 'alt-version' header is required (use 2023-06-01)")
-    if not (len(vendor) == 10 and vendor[4:5] == b"-" and vendor[7:8] == b"-" and vendor >= ALT_VERSION):
-        raise errors.invalid_request(
-            f"Unsupported anthropic-version '{vendor.decode(errors='replace')}' (the alias of alt-version); "
-            "use 2023-06-01")
 
 
 def _parse_json(raw: bytes) -> Any:

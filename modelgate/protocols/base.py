@@ -1,18 +1,21 @@
-"""The contract of a client-facing protocol (chat completions, messages).
+"""The contract of a client-facing protocol (chat completions, messages, Responses).
 
-A codec validates a client body, decodes it into the IR, and encodes IR
-responses and stream events back in the client's format. When the channel's
-wire format equals `native_wire`, the gateway skips the IR and forwards the
-client body as is (pass-through); the codec then only reads usage from the
-upstream answer (`native_usage`, `native_stream_tap`).
+A codec owns everything protocol-specific about a call: where the key is, the
+headers the protocol requires, validation and its 7.2 error shape, decoding
+into the IR, and encoding IR responses and stream events back in the client's
+format. When the channel's adapter speaks the codec's `native_wire`, the gateway
+skips the IR and forwards the client body as is (pass-through); the codec then
+only reads usage from the upstream answer (`native_usage`, `native_stream_tap`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Mapping, Protocol
 
 from modelgate.errors import ClientProtocol
 from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent, Usage
+
+Headers = Mapping[bytes, bytes]  # request headers, lower-case names
 
 
 class StreamEncoder(Protocol):
@@ -22,6 +25,10 @@ class StreamEncoder(Protocol):
 
     def keepalive(self) -> bytes:
         """Bytes that keep an idle stream open without changing its meaning."""
+        ...
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """The protocol's in-stream error, for a failure after the first byte; ends the stream."""
         ...
 
 
@@ -37,34 +44,55 @@ class NativeStreamTap(Protocol):
 
     def filter(self, chunk: bytes) -> bytes: ...
 
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """The protocol's in-stream error, for a stream the upstream cut or the gateway must end."""
+        ...
+
 
 class ClientCodec(Protocol):
     protocol: ClientProtocol
     native_wire: str
 
+    def api_key(self, headers: Headers) -> bytes | None:
+        """The gateway key the client sent, where this protocol carries it."""
+        ...
+
+    def check_headers(self, headers: Headers) -> None:
+        """Protocol headers the request must carry; raises errors.invalid_request."""
+        ...
+
+    def validation_body(self, message: str) -> bytes:
+        """The protocol's 7.2 error body for a request that failed validation."""
+        ...
+
     def validate(self, body: Any) -> tuple[str, bool]:
         """Check a client body against the protocol; returns (model, stream).
 
-        Raises errors.invalid_request (400, protocol 7.2 shape) on any violation.
+        Raises errors.invalid_request (400, protocol 7.2 shape) on any violation. May rewrite,
+        in place, a form the protocol allows but no upstream accepts (a chat bare tool name).
         """
         ...
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
-        """Decode a validated body."""
+        """Decode a validated body; raises errors.invalid_request for what cannot be converted."""
         ...
 
-    def encode_response(self, resp: ChatResponse, model: str) -> bytes:
-        """The non-streamed client body for an IR response; `model` is what the client asked for."""
+    def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:
+        """The non-streamed client body for an IR response; `model` is what the client asked for,
+        `body` the client request (settings some protocols echo)."""
         ...
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> StreamEncoder:
         """An encoder for one response; `body` is the client request (stream options)."""
         ...
 
-    def stream_error(self, error_type: str, message: str) -> bytes:
-        """The protocol's own in-stream error event, for failures after the first byte."""
-        ...
-
     def native_usage(self, body: dict[str, Any]) -> Usage: ...
 
     def native_stream_tap(self, body: dict[str, Any]) -> NativeStreamTap: ...
+
+
+def bearer_token(headers: Headers) -> bytes | None:
+    value = headers.get(b"authorization")
+    if value and value[:7].lower() == b"bearer ":
+        return value[7:].strip()
+    return None

@@ -10,6 +10,7 @@ import orjson
 
 from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols import sse
+from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -215,6 +216,11 @@ def error_event(error_type: str, message: str) -> bytes:
     return sse.encode(orjson.dumps({"error": {"message": message, "type": error_type.lower(), "code": error_type}}))
 
 
+def validation_body(message: str) -> bytes:
+    """The 7.2 body of the chat protocol (also the Responses protocol's)."""
+    return orjson.dumps({"error": {"message": message, "type": "invalid_request_error", "code": "invalid_request"}})
+
+
 def completion_id(upstream_id: str) -> str:
     return upstream_id if upstream_id.startswith("chatcmpl-") else f"chatcmpl-{upstream_id or uuid.uuid4().hex}"
 
@@ -222,6 +228,15 @@ def completion_id(upstream_id: str) -> str:
 class ChatCodec:
     protocol = ClientProtocol.CHAT
     native_wire = "openai-chat"
+
+    def api_key(self, headers: Headers) -> bytes | None:
+        return bearer_token(headers)
+
+    def check_headers(self, headers: Headers) -> None:
+        return None
+
+    def validation_body(self, message: str) -> bytes:
+        return validation_body(message)
 
     def validate(self, body: Any) -> tuple[str, bool]:
         if not isinstance(body, dict):
@@ -332,7 +347,7 @@ class ChatCodec:
             stream=bool(body.get("stream")),
         )
 
-    def encode_response(self, resp: ChatResponse, model: str) -> bytes:
+    def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:
         text = "".join(p.text for p in resp.parts if isinstance(p, TextPart))
         reasoning = "".join(p.text for p in resp.parts if isinstance(p, ThinkingPart))
         calls = [p for p in resp.parts if isinstance(p, ToolCall)]
@@ -365,9 +380,6 @@ class ChatCodec:
     def stream_encoder(self, model: str, body: dict[str, Any]) -> "ChatStreamEncoder":
         options = body.get("stream_options") or {}
         return ChatStreamEncoder(model, bool(options.get("include_usage")))
-
-    def stream_error(self, error_type: str, message: str) -> bytes:
-        return error_event(error_type, message)
 
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_openai(body.get("usage"))
@@ -441,6 +453,9 @@ class ChatStreamEncoder:
     def keepalive(self) -> bytes:
         return b": keep-alive\n\n"
 
+    def error_event(self, error_type: str, message: str) -> bytes:
+        return error_event(error_type, message)
+
 
 class ChatStreamTap:
     """Reads usage from a pass-through chat stream and hides the usage chunk the gateway asked for.
@@ -480,6 +495,9 @@ class ChatStreamTap:
         if b"data: [DONE]" in out:
             self.finished = True
         return out
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        return error_event(error_type, message)
 
     def _read_usage(self, raw: bytes) -> bool:
         """Records the event's usage; True when the event must be hidden from the client."""

@@ -140,6 +140,7 @@ class ChatRequest:
     presence_penalty: float | None = None
     user: str | None = None
     stream: bool = False
+    reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh (Responses `reasoning.effort`)
 
 
 @dataclass(slots=True)

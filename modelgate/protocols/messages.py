@@ -19,6 +19,7 @@ import orjson
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
 from modelgate.protocols import sse
+from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -44,6 +45,7 @@ from modelgate.protocols.ir import (
 )
 
 NATIVE_WIRE = "anthropic-messages"
+ALT_VERSION = b"2023-06-01"
 
 # IR stop reason -> vendor stop_reason. `content_filter` becomes `refusal`, the
 # vendor's own "the model declined" reason; an IR `error` never reaches a
@@ -307,6 +309,22 @@ def validate(body: Any) -> tuple[str, bool]:
     return model, stream
 
 
+def check_version(headers: Headers) -> None:
+    version = headers.get(b"alt-version")
+    if version is not None:
+        if version != ALT_VERSION:
+            raise _bad(f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
+        return
+    # The vendor's own header name is an alias, so its official SDK works unmodified; its newer
+    # releases send later dates of the same wire protocol, which we accept.
+    vendor = headers.get(b"anthropic-version")
+    if vendor is None:
+        raise _bad("The 'alt-version' header is required (use 2023-06-01)")
+    if not (len(vendor) == 10 and vendor[4:5] == b"-" and vendor[7:8] == b"-" and vendor >= ALT_VERSION):
+        raise _bad(f"Unsupported anthropic-version '{vendor.decode(errors='replace')}' (the alias of alt-version); "
+                   "use 2023-06-01")
+
+
 # --- decoding into the IR ---------------------------------------------------
 
 
@@ -517,6 +535,10 @@ class MessagesStreamEncoder:
     def keepalive(self) -> bytes:
         return PING
 
+    def error_event(self, error_type: str, message: str) -> bytes:
+        self.done = True
+        return stream_error(error_type, message)
+
     def encode(self, event: StreamEvent) -> bytes:
         if self.done:
             return b""
@@ -536,8 +558,7 @@ class MessagesStreamEncoder:
             self.usage = self.usage.merged(event.usage)
             self._finish(out, event)
         elif isinstance(event, StreamError):
-            self.done = True
-            out.append(stream_error(event.error_type, event.message))
+            out.append(self.error_event(event.error_type, event.message))
         return b"".join(out)
 
     def _start(self, out: list[bytes], upstream_id: str | None) -> None:
@@ -708,10 +729,23 @@ class MessagesStreamTap:
                 self.usage = usage_from_vendor(self._raw)
         return chunk
 
+    def error_event(self, error_type: str, message: str) -> bytes:
+        return stream_error(error_type, message)
+
 
 class MessagesCodec:
     protocol = ClientProtocol.MESSAGES
     native_wire = NATIVE_WIRE
+
+    def api_key(self, headers: Headers) -> bytes | None:
+        # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.
+        return headers.get(b"x-api-key") or bearer_token(headers)
+
+    def check_headers(self, headers: Headers) -> None:
+        check_version(headers)
+
+    def validation_body(self, message: str) -> bytes:
+        return orjson.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
 
     def validate(self, body: Any) -> tuple[str, bool]:
         return validate(body)
@@ -719,14 +753,11 @@ class MessagesCodec:
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
 
-    def encode_response(self, resp: ChatResponse, model: str) -> bytes:
+    def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:
         return encode_response(resp, model)
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> MessagesStreamEncoder:
         return MessagesStreamEncoder(model)
-
-    def stream_error(self, error_type: str, message: str) -> bytes:
-        return stream_error(error_type, message)
 
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_vendor(body.get("usage"))

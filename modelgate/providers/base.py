@@ -62,12 +62,20 @@ class WireAdapter(Protocol):
     def parse_models(self, body: bytes) -> list[str]: ...
 
 
-class NativeWireAdapter(WireAdapter, Protocol):
-    """An adapter whose wire is also a client protocol: it can forward the client body as is."""
+class PassThroughAdapter(Protocol):
+    """A wire that is also a client protocol: the client body is forwarded to it as is."""
+
+    wire: str
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
     ) -> UpstreamRequest: ...
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError: ...
+
+
+class NativeWireAdapter(WireAdapter, PassThroughAdapter, Protocol):
+    """An adapter that converts to its wire and also forwards client bodies of the same wire."""
 
 
 async def prepare(adapter: WireAdapter, endpoint: Endpoint) -> None:

@@ -105,7 +105,7 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req, replay_reasoning)}
     if req.max_tokens is not None:
         body["max_tokens"] = req.max_tokens
-    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user"):
+    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user", "reasoning_effort"):
         value = getattr(req, name)
         if value is not None:
             body[name] = value

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from modelgate.errors import ErrorType
 from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
 from modelgate.providers.azure_openai import AzureOpenAIAdapter
-from modelgate.providers.base import WireAdapter
+from modelgate.providers.base import PassThroughAdapter, WireAdapter
 from modelgate.providers.bedrock import BedrockAdapter
 from modelgate.providers.cohere import CohereAdapter
 from modelgate.providers.gemini import GeminiAdapter
@@ -23,6 +23,7 @@ from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 from modelgate.providers.openai_compat import CompatChatAdapter, minimax_sampling, mistral_tool_id, zhipu_sampling
+from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
 from modelgate.providers.vertex import VertexAdapter
 
 
@@ -36,12 +37,23 @@ class ProviderKind:
     key_required: bool = True
     base_url_note: str = ""  # what to enter as base URL (why there is no default, or regional variants)
     keyless_auth: tuple[str, ...] = ()  # `options.auth` values that need no stored key (cloud identity)
+    # Further client wires the provider speaks natively (the Responses API of openai and azure-openai):
+    # clients of those protocols are passed through instead of converted.
+    pass_through: tuple[PassThroughAdapter, ...] = ()
+
+    def adapter_for(self, wire: str) -> WireAdapter | PassThroughAdapter:
+        """The adapter for a client of `wire`: one that forwards it as is where the kind speaks it."""
+        for adapter in self.pass_through:
+            if adapter.wire == wire:
+                return adapter
+        return self.adapter
 
     def needs_key(self, options: Mapping[str, Any]) -> bool:
         return self.key_required and options.get("auth") not in self.keyless_auth
 
 
 _openai_chat = OpenAIChatAdapter()
+_azure = AzureOpenAIAdapter()
 _NOT_FOUND = ErrorType.MODEL_NOT_FOUND
 _QUOTA = ErrorType.QUOTA_EXCEEDED
 _RATE = ErrorType.RATE_LIMIT_ERROR
@@ -53,16 +65,17 @@ KINDS: dict[str, ProviderKind] = {
     kind.name: kind
     for kind in (
         ProviderKind("openai", "OpenAI", _openai_chat, "https://api.openai.com/v1",
-                     "https://platform.openai.com/docs/api-reference/chat"),
+                     "https://platform.openai.com/docs/api-reference/chat",
+                     pass_through=(ResponsesPassThrough(_openai_chat, openai_url),)),
         ProviderKind("openai-compatible", "OpenAI-compatible (any base URL)", _openai_chat, None,
                      "https://platform.openai.com/docs/api-reference/chat", key_required=False,
                      base_url_note="the server's chat-completions base, e.g. http://host:8000/v1"),
-        ProviderKind("azure-openai", "Azure OpenAI", AzureOpenAIAdapter(), None,
+        ProviderKind("azure-openai", "Azure OpenAI", _azure, None,
                      "https://learn.microsoft.com/azure/ai-services/openai/reference",
                      base_url_note="the resource endpoint, https://{resource}.openai.azure.com; "
                                    "model names are deployment names; options.api_version (\"v1\": the v1 API); "
                                    "options.auth \"entra\": Microsoft Entra ID instead of the resource key",
-                     keyless_auth=("entra",)),
+                     keyless_auth=("entra",), pass_through=(ResponsesPassThrough(_azure, azure_url),)),
         ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",
                      "https://docs.anthropic.com/en/api/messages"),
         ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",

@@ -1,9 +1,11 @@
-"""A fake chat-completions upstream in OpenAI's wire format.
+"""A fake chat-completions and Responses API upstream in OpenAI's wire format.
 
-Written from OpenAI's public API reference: Bearer auth, `/chat/completions`
-and `/models` under a base path, `chat.completion` and
-`chat.completion.chunk` bodies, `stream_options.include_usage`, and error
-bodies `{"error": {"message", "type", "param", "code"}}`.
+Written from OpenAI's public API reference: Bearer auth, `/chat/completions`,
+`/responses` and `/models` under a base path, `chat.completion` and
+`chat.completion.chunk` bodies, `stream_options.include_usage`, Responses objects
+and their typed stream events (checked against the official SDK's types in
+tests/test_responses_codec.py), and error bodies
+`{"error": {"message", "type", "param", "code"}}`.
 
 Answers are derived from the request so tests can check what went through:
 the reply text is "Echo: <last user text>", usage counts words, and a call
@@ -61,6 +63,8 @@ class FakeOpenAI(FakeUpstream):
         self.delay = 0.0  # seconds before answering (headers of streams included)
         self.chunk_delay = 0.0  # seconds between stream chunks
         self.reset_next = 0  # close the connection without an answer this many times
+        self.responses_path = f"{self.base_path}/responses"
+        self.stored_responses: set[str] = set()  # ids of responses created with store (the default)
 
     @property
     def base_url(self) -> str:
@@ -68,6 +72,7 @@ class FakeOpenAI(FakeUpstream):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post(f"{self.base_path}/chat/completions", self.chat)
+        app.router.add_post(self.responses_path, self.responses)
         app.router.add_get(f"{self.base_path}/models", self.list_models)
 
     def _authorised(self, request: web.Request) -> bool:
@@ -187,3 +192,93 @@ class FakeOpenAI(FakeUpstream):
             await asyncio.sleep(self.chunk_delay)
         await resp.write_eof()
         return resp
+
+    # --- the Responses API ------------------------------------------------------
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        body = orjson.loads(await request.read())
+        if body.get("model") not in self.models:
+            return openai_error(404, f"The model `{body.get('model')}` does not exist or you do not have access "
+                                "to it.", "invalid_request_error", "model_not_found")
+        previous = body.get("previous_response_id")
+        if previous is not None and previous not in self.stored_responses:
+            return openai_error(400, f"Previous response with id '{previous}' not found.",
+                                "invalid_request_error", "previous_response_not_found")
+        output = self._responses_output(body)
+        text = "".join(c["text"] for item in output if item["type"] == "message" for c in item["content"])
+        usage = {"input_tokens": words(orjson.dumps(body.get("input")).decode()),
+                 "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                 "output_tokens": words(text) if text else 5 * len(output),
+                 "output_tokens_details": {"reasoning_tokens": 0}}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        response = {
+            "id": f"resp_fake{len(self.requests)}", "object": "response", "created_at": int(time.time()),
+            "status": "completed", "error": None, "incomplete_details": None,
+            "instructions": body.get("instructions"), "max_output_tokens": body.get("max_output_tokens"),
+            "model": body["model"], "output": output, "parallel_tool_calls": True,
+            "previous_response_id": previous, "reasoning": {"effort": None, "summary": None},
+            "store": body.get("store", True), "temperature": 1.0, "text": {"format": {"type": "text"}},
+            "tool_choice": body.get("tool_choice", "auto"), "tools": body.get("tools", []), "top_p": 1.0,
+            "truncation": "disabled", "usage": usage, "user": None, "metadata": body.get("metadata") or {},
+        }
+        if body.get("store", True):
+            self.stored_responses.add(response["id"])
+        if body.get("stream"):
+            return await self._responses_stream(request, response)
+        return json_response(response)
+
+    def _responses_output(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        items = body.get("input")
+        items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
+        text = ""
+        outputs = [i.get("output") for i in items if i.get("type") == "function_call_output"]
+        for item in items:
+            if item.get("role") == "user":
+                content = item.get("content")
+                text = content if isinstance(content, str) else " ".join(
+                    p.get("text", "") for p in content if p.get("type") == "input_text")
+        tools = [t for t in body.get("tools") or [] if t.get("type") == "function"]
+        if items and items[-1].get("type") == "function_call_output":
+            reply = "Tool results: " + " ".join(str(o) for o in outputs)
+        elif tools and text.startswith("call tool") and body.get("tool_choice") != "none":
+            return [{"id": f"fc_{i}", "type": "function_call", "status": "completed", "call_id": f"call_{i}",
+                     "name": t["name"],
+                     "arguments": orjson.dumps(_arguments_for(t.get("parameters") or {})).decode()}
+                    for i, t in enumerate(tools)]
+        else:
+            reply = f"Echo: {text}"
+        return [{"id": "msg_fake", "type": "message", "status": "completed", "role": "assistant",
+                 "content": [{"type": "output_text", "text": reply, "annotations": [], "logprobs": []}]}]
+
+    async def _responses_stream(self, request: web.Request, response: dict[str, Any]) -> web.StreamResponse:
+        events: list[dict[str, Any]] = []
+        start = {**response, "status": "in_progress", "output": [], "usage": None}
+        events += [{"type": "response.created", "response": start}, {"type": "response.in_progress", "response": start}]
+        for index, item in enumerate(response["output"]):
+            ref = {"item_id": item["id"], "output_index": index}
+            if item["type"] == "message":
+                text = item["content"][0]["text"]
+                events.append({"type": "response.output_item.added", "output_index": index,
+                               "item": {**item, "status": "in_progress", "content": []}})
+                part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+                events.append({"type": "response.content_part.added", **ref, "content_index": 0, "part": part})
+                for i, piece in enumerate(text.split(" ")):
+                    events.append({"type": "response.output_text.delta", **ref, "content_index": 0,
+                                   "delta": (" " if i else "") + piece, "logprobs": []})
+                events.append({"type": "response.output_text.done", **ref, "content_index": 0, "text": text,
+                               "logprobs": []})
+                events.append({"type": "response.content_part.done", **ref, "content_index": 0,
+                               "part": item["content"][0]})
+            else:
+                events.append({"type": "response.output_item.added", "output_index": index,
+                               "item": {**item, "status": "in_progress", "arguments": ""}})
+                events.append({"type": "response.function_call_arguments.delta", **ref, "delta": item["arguments"]})
+                events.append({"type": "response.function_call_arguments.done", **ref,
+                               "arguments": item["arguments"]})
+            events.append({"type": "response.output_item.done", "output_index": index, "item": item})
+        events.append({"type": "response.completed", "response": response})
+        frames = [b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps({**e, "sequence_number": n}) + b"\n\n"
+                  for n, e in enumerate(events)]
+        return await self.write_stream(request, frames, "text/event-stream", final_frames=1)

@@ -1,0 +1,54 @@
+"""The Responses API (`POST /v1/responses`), the protocol of the Codex CLI and the AI SDK's `openai(model)`.
+
+Modules: `decode` (validation and decoding into the IR), `encode` (the response object),
+`stream` (the typed event stream and the pass-through tap). Keys, headers and the 7.2 error
+body are the chat protocol's. See docs/conversion.md for the mapping.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from modelgate.errors import ClientProtocol
+from modelgate.protocols import chat
+from modelgate.protocols.base import Headers, bearer_token
+from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
+from modelgate.protocols.responses import decode
+from modelgate.protocols.responses.encode import encode_response, usage_from_vendor
+from modelgate.protocols.responses.stream import ResponsesStreamEncoder, ResponsesStreamTap
+
+NATIVE_WIRE = "openai-responses"
+
+
+class ResponsesCodec:
+    protocol = ClientProtocol.RESPONSES
+    native_wire = NATIVE_WIRE
+
+    def api_key(self, headers: Headers) -> bytes | None:
+        return bearer_token(headers)
+
+    def check_headers(self, headers: Headers) -> None:
+        return None
+
+    def validation_body(self, message: str) -> bytes:
+        return chat.validation_body(message)
+
+    def validate(self, body: Any) -> tuple[str, bool]:
+        return decode.validate(body)
+
+    def to_ir(self, body: dict[str, Any]) -> ChatRequest:
+        return decode.to_ir(body)
+
+    def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:
+        return orjson.dumps(encode_response(resp, model, body))
+
+    def stream_encoder(self, model: str, body: dict[str, Any]) -> ResponsesStreamEncoder:
+        return ResponsesStreamEncoder(model, body)
+
+    def native_usage(self, body: dict[str, Any]) -> Usage:
+        return usage_from_vendor(body.get("usage"))
+
+    def native_stream_tap(self, body: dict[str, Any]) -> ResponsesStreamTap:
+        return ResponsesStreamTap()

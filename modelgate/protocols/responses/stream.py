@@ -1,0 +1,278 @@
+"""Responses API streams: IR events → the vendor's typed SSE events, and the pass-through tap.
+
+A converted stream is the vendor's sequence, each event numbered by `sequence_number`:
+
+    response.created, response.in_progress,
+    per output item: response.output_item.added,
+        message:   content_part.added, output_text.delta..., output_text.done, content_part.done
+        reasoning: content_part.added, reasoning_text.delta..., reasoning_text.done, content_part.done
+        function_call: function_call_arguments.delta..., function_call_arguments.done
+    response.output_item.done,
+    response.completed (or response.incomplete for a length / content-filter stop) with usage,
+    or response.failed when the upstream fails after the first byte.
+
+Events are written as the IR events arrive; nothing waits for the end of the stream. Every
+event names its item (`output_index`, `item_id`), so calls whose argument fragments an
+upstream interleaves stay open side by side; a message or reasoning item closes as soon as
+anything else arrives.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from modelgate.protocols import sse
+from modelgate.protocols.ir import (
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageUpdate,
+)
+from modelgate.protocols.responses.encode import (
+    ResponseSkeleton,
+    error_object,
+    final_status,
+    function_call_item,
+    message_item,
+    new_id,
+    reasoning_item,
+    text_part,
+    usage_from_vendor,
+)
+
+KEEPALIVE = b": keep-alive\n\n"
+
+
+class _Item:
+    """One output item being streamed."""
+
+    __slots__ = ("kind", "index", "id", "chunks", "call_id", "name", "signature")
+
+    def __init__(self, kind: str, index: int, item_id: str, call_id: str = "", name: str = "") -> None:
+        self.kind = kind  # message | reasoning | function_call
+        self.index = index
+        self.id = item_id
+        self.chunks: list[str] = []
+        self.call_id = call_id
+        self.name = name
+        self.signature: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+    def done(self) -> dict[str, Any]:
+        if self.kind == "message":
+            return message_item(self.id, self.text)
+        if self.kind == "reasoning":
+            return reasoning_item(self.id, self.text, self.signature)
+        return function_call_item(self.id, self.call_id, self.name, self.text or "{}")
+
+
+class ResponsesStreamEncoder:
+    def __init__(self, model: str, body: dict[str, Any]) -> None:
+        self.skeleton = ResponseSkeleton(body, model)
+        self.usage = Usage()
+        self.started = False
+        self.finished = False
+        self._seq = 0
+        self._output: list[dict[str, Any] | None] = []  # finished items by output_index
+        self._text: _Item | None = None  # the open message or reasoning item
+        self._calls: dict[int, _Item] = {}  # open function calls by IR tool index
+        self._seen_calls: set[int] = set()
+
+    def keepalive(self) -> bytes:
+        return KEEPALIVE
+
+    def _event(self, kind: str, payload: dict[str, Any]) -> bytes:
+        data = {"type": kind, **payload, "sequence_number": self._seq}
+        self._seq += 1
+        return sse.encode(orjson.dumps(data), kind)
+
+    def encode(self, event: StreamEvent) -> bytes:
+        if self.finished:
+            return b""
+        out: list[bytes] = []
+        if isinstance(event, (StreamStart, UsageUpdate, StreamEnd)):
+            self.usage = self.usage.merged(event.usage)
+        if not isinstance(event, UsageUpdate):
+            self._start(out)
+        if isinstance(event, TextDelta):
+            if event.text:
+                self._text_delta("message", event.text, None, out)
+        elif isinstance(event, ThinkingDelta):
+            if event.text or event.signature:
+                self._text_delta("reasoning", event.text, event.signature, out)
+        elif isinstance(event, ToolCallStart):
+            self._call_start(event, out)
+        elif isinstance(event, ToolCallDelta):
+            call = self._calls.get(event.index)
+            if call is not None and event.arguments:
+                call.chunks.append(event.arguments)
+                out.append(self._event("response.function_call_arguments.delta", {
+                    "item_id": call.id, "output_index": call.index, "delta": event.arguments}))
+        elif isinstance(event, StreamEnd):
+            self._close_all(out)
+            self.finished = True
+            status = final_status(event.stop_reason)
+            response = self.skeleton.build(status, self._finished_output(), self.usage, event.stop_reason)
+            out.append(self._event(f"response.{status}", {"response": response}))
+        elif isinstance(event, StreamError):
+            out.append(self.error_event(event.error_type, event.message))
+        return b"".join(out)
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """`response.failed` with the items finished so far: the end of a stream that broke."""
+        if self.finished:
+            return b""
+        out: list[bytes] = []
+        self._start(out)
+        self.finished = True
+        response = self.skeleton.build("failed", self._finished_output(), self.usage,
+                                       error=error_object(error_type, message))
+        out.append(self._event("response.failed", {"response": response}))
+        return b"".join(out)
+
+    def _start(self, out: list[bytes]) -> None:
+        if self.started:
+            return
+        self.started = True
+        response = self.skeleton.build("in_progress", [])
+        out.append(self._event("response.created", {"response": response}))
+        out.append(self._event("response.in_progress", {"response": response}))
+
+    def _finished_output(self) -> list[dict[str, Any]]:
+        return [item for item in self._output if item is not None]
+
+    def _open(self, kind: str, call_id: str = "", name: str = "") -> _Item:
+        prefix = {"message": "msg", "reasoning": "rs", "function_call": "fc"}[kind]
+        item = _Item(kind, len(self._output), new_id(prefix), call_id, name)
+        self._output.append(None)
+        return item
+
+    def _text_delta(self, kind: str, text: str, signature: str | None, out: list[bytes]) -> None:
+        item = self._text
+        if item is None or item.kind != kind:
+            self._close_all(out)
+            item = self._text = self._open(kind)
+            if kind == "message":
+                added, part = message_item(item.id, None, "in_progress"), text_part("")
+            else:
+                added, part = reasoning_item(item.id, None), {"type": "reasoning_text", "text": ""}
+            out.append(self._event("response.output_item.added", {"output_index": item.index, "item": added}))
+            out.append(self._event("response.content_part.added", {
+                "item_id": item.id, "output_index": item.index, "content_index": 0, "part": part}))
+        if signature:
+            item.signature = signature
+        if text:
+            item.chunks.append(text)
+            delta = "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
+            payload: dict[str, Any] = {"item_id": item.id, "output_index": item.index, "content_index": 0,
+                                       "delta": text}
+            if kind == "message":
+                payload["logprobs"] = []
+            out.append(self._event(delta, payload))
+
+    def _call_start(self, event: ToolCallStart, out: list[bytes]) -> None:
+        if event.index in self._seen_calls:
+            return  # a repeated header chunk of a call already open
+        self._seen_calls.add(event.index)
+        self._close_text(out)
+        call = self._calls[event.index] = self._open("function_call", event.id, event.name)
+        added = function_call_item(call.id, call.call_id, call.name, "", "in_progress")
+        out.append(self._event("response.output_item.added", {"output_index": call.index, "item": added}))
+
+    def _close_text(self, out: list[bytes]) -> None:
+        item = self._text
+        if item is None:
+            return
+        self._text = None
+        text = item.text
+        done = item.done()
+        if item.kind == "message":
+            out.append(self._event("response.output_text.done", {
+                "item_id": item.id, "output_index": item.index, "content_index": 0, "text": text, "logprobs": []}))
+            part = text_part(text)
+        else:
+            out.append(self._event("response.reasoning_text.done", {
+                "item_id": item.id, "output_index": item.index, "content_index": 0, "text": text}))
+            part = {"type": "reasoning_text", "text": text}
+        out.append(self._event("response.content_part.done", {
+            "item_id": item.id, "output_index": item.index, "content_index": 0, "part": part}))
+        self._finish_item(item, done, out)
+
+    def _close_all(self, out: list[bytes]) -> None:
+        self._close_text(out)
+        for call in sorted(self._calls.values(), key=lambda c: c.index):
+            if not call.chunks:
+                # A call without arguments (`""` from some upstreams) is a call with `{}`.
+                call.chunks.append("{}")
+                out.append(self._event("response.function_call_arguments.delta", {
+                    "item_id": call.id, "output_index": call.index, "delta": "{}"}))
+            out.append(self._event("response.function_call_arguments.done", {
+                "item_id": call.id, "output_index": call.index, "arguments": call.text}))
+            self._finish_item(call, call.done(), out)
+        self._calls.clear()
+
+    def _finish_item(self, item: _Item, done: dict[str, Any], out: list[bytes]) -> None:
+        self._output[item.index] = done
+        out.append(self._event("response.output_item.done", {"output_index": item.index, "item": done}))
+
+
+# --- pass-through of a native upstream ------------------------------------------
+
+_TERMINAL = (b"response.completed", b"response.incomplete", b"response.failed")
+
+
+class ResponsesStreamTap:
+    """Reads usage from a Responses upstream's stream without touching its bytes.
+
+    Only the terminal event (`response.completed`, `.incomplete`, `.failed`) is decoded; every
+    other event is looked at just for its `sequence_number`, so that an error event the gateway
+    has to add after a cut continues the upstream's numbering.
+    """
+
+    def __init__(self) -> None:
+        self.usage: Usage | None = None
+        self.finished = False
+        self._parser = sse.SSEParser()
+        self._next_seq = 0
+
+    def filter(self, chunk: bytes) -> bytes:
+        for raw in self._parser.feed_raw(chunk):
+            at = raw.find(b'"sequence_number":')
+            if at >= 0:
+                digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()
+                if digits.isdigit():
+                    self._next_seq = int(digits) + 1
+            head = raw[:80]
+            if not any(name in head for name in _TERMINAL):
+                continue
+            event = sse.parse_event(raw)
+            try:
+                payload = orjson.loads(event.data) if event is not None else None
+            except orjson.JSONDecodeError:
+                continue
+            if not isinstance(payload, dict) or not str(payload.get("type", "")).startswith("response."):
+                continue
+            self.finished = True
+            response = payload.get("response")
+            if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+                self.usage = usage_from_vendor(response["usage"])
+        return chunk
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """The vendor's stream-level `error` event, numbered after the upstream's last event."""
+        error = error_object(error_type, message)
+        data = {"type": "error", "code": error["code"], "message": message, "param": None,
+                "sequence_number": self._next_seq}
+        self._next_seq += 1
+        return sse.encode(orjson.dumps(data), "error")

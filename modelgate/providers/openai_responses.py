@@ -1,0 +1,47 @@
+"""The Responses API wire format, spoken natively by the `openai` and `azure-openai` kinds.
+
+Used for pass-through only: a Responses client calling a model of such a channel has its
+body forwarded as is (`model` set to the channel's upstream model, `previous_response_id`
+and every vendor field included), and the answer relayed byte for byte. Other clients reach
+these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
+format's, so errors are classified by the kind's chat adapter.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from modelgate.errors import UpstreamError
+from modelgate.protocols.body import forward
+from modelgate.providers.base import Endpoint, UpstreamRequest
+from modelgate.providers.openai_chat import OpenAIChatAdapter
+
+WIRE = "openai-responses"
+
+
+class ResponsesPassThrough:
+    """The `openai-responses` wire (a `PassThroughAdapter`) of a kind whose chat adapter gives
+    the auth headers and the error classification."""
+
+    wire = WIRE
+
+    def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str]) -> None:
+        self.chat = chat
+        self.url = url
+
+    def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
+                             stream: bool) -> UpstreamRequest:
+        return UpstreamRequest("POST", self.url(endpoint), self.chat.headers(endpoint),
+                               forward(body, {"model": upstream_model}))
+
+    def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
+        return self.chat.classify_error(status, body, headers)
+
+
+def openai_url(endpoint: Endpoint) -> str:
+    return endpoint.base_url.rstrip("/") + "/responses"
+
+
+def azure_url(endpoint: Endpoint) -> str:
+    # Azure serves the Responses API on its v1 data plane (no api-version); `model` is the deployment.
+    return endpoint.base_url.rstrip("/") + "/openai/v1/responses"
