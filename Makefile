@@ -7,7 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CONSOLE := modelgate/console/web
 
-.PHONY: run test install console system-deps bench clean
+CLIENTS := tests/clients
+
+.PHONY: run test install console system-deps clients bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +36,17 @@ $(CONSOLE_DIST): $(CONSOLE_SOURCES) $(CONSOLE_MODULES)
 
 console: $(CONSOLE_DIST)
 
+# Real clients the end-to-end tests drive (the Codex CLI, the Vercel AI SDK), pinned by
+# tests/clients/package-lock.json and installed again only when it changes. Without them
+# those tests skip and say why.
+CLIENTS_MODULES := $(CLIENTS)/node_modules/.package-lock.json
+
+$(CLIENTS_MODULES): $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
+	@cd $(CLIENTS) && (npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.package-lock.json \
+		|| echo "note: npm ci in $(CLIENTS) failed; the Codex CLI and AI SDK tests will skip")
+
+clients: $(CLIENTS_MODULES)
+
 # Debian packages the tests use: chromium for the console tests, wrk for the benchmark smoke test.
 system-deps:
 	@missing=""; \
@@ -56,7 +69,7 @@ run: install
 	fi
 	$(VENV)/bin/modelgate serve
 
-test: install console system-deps
+test: install console system-deps clients
 	$(PY) -m pytest
 
 bench: install
@@ -64,4 +77,4 @@ bench: install
 
 # Build outputs only: data/ holds the database and the encryption key and is never deleted here.
 clean:
-	rm -rf $(VENV) $(CONSOLE)/node_modules modelgate/console/dist
+	rm -rf $(VENV) $(CONSOLE)/node_modules $(CLIENTS)/node_modules modelgate/console/dist

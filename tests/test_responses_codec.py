@@ -266,8 +266,9 @@ def test_the_fake_responses_upstream_speaks_the_sdk_types():
 # --- the pass-through tap ------------------------------------------------------------------------------
 
 
-COMPLETED = {"type": "response.completed", "sequence_number": 3, "response": {
-    "id": "resp_1", "usage": {"input_tokens": 11, "input_tokens_details": {"cached_tokens": 2},
+CREATED = {"type": "response.created", "sequence_number": 0, "response": {"id": "resp_1", "model": "up-model"}}
+COMPLETED = {"type": "response.completed", "sequence_number": 4, "response": {
+    "id": "resp_1", "model": "up-model", "usage": {"input_tokens": 11, "input_tokens_details": {"cached_tokens": 2},
                               "output_tokens": 4, "output_tokens_details": {"reasoning_tokens": 1},
                               "total_tokens": 15}}}
 
@@ -278,17 +279,19 @@ def frame(data: dict) -> bytes:
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), size=st.integers(1, 64))
-def test_tap_forwards_bytes_unchanged_and_reads_usage_under_any_chunking(seed, size):
-    stream = b"".join(frame({"type": "response.output_text.delta", "delta": f"w{i}", "sequence_number": i})
-                      for i in range(3)) + frame(COMPLETED)
-    tap = codec.native_stream_tap({})
+def test_tap_relays_the_stream_with_the_client_model_and_reads_usage_under_any_chunking(seed, size):
+    deltas = b"".join(frame({"type": "response.output_text.delta", "delta": f"w{i}", "sequence_number": i})
+                      for i in range(1, 4))
+    stream = frame(CREATED) + deltas + frame(COMPLETED)
+    tap = codec.native_stream_tap({"model": "client-model"})
     out = b"".join(tap.filter(chunk) for chunk in random_chunks(stream, seed, size))
-    assert out == stream and tap.finished
+    renamed = [{**e, "response": {**e["response"], "model": "client-model"}} for e in (CREATED, COMPLETED)]
+    assert out == frame(renamed[0]) + deltas + frame(renamed[1]) and tap.finished
     assert tap.usage == Usage(11, 4, cache_read_tokens=2)
 
 
 def test_tap_error_event_continues_the_numbering():
-    tap = codec.native_stream_tap({})
+    tap = codec.native_stream_tap({"model": "m"})
     tap.filter(frame({"type": "response.output_text.delta", "delta": "w", "sequence_number": 41}))
     assert not tap.finished
     [event] = events_of(tap.error_event("NETWORK_ERROR", "cut"))

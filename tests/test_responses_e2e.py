@@ -212,13 +212,14 @@ async def test_pass_through_to_an_openai_channel(gateway, openai_upstream):
 
 
 async def test_streamed_pass_through_is_relayed_as_is_and_its_usage_recorded(gateway, openai_upstream):
-    wired = await wire_native(gateway, openai_upstream)
-    async with client(gateway, wired.key).responses.stream(model="gpt-test", input="call tool x",
+    wired = await wire_native(gateway, openai_upstream, model="my-gpt")
+    async with client(gateway, wired.key).responses.stream(model="my-gpt", input="call tool x",
                                                            tools=[LOOKUP]) as stream:
         seen = [event async for event in stream]
         final = await stream.get_final_response()
     assert [e.sequence_number for e in seen] == list(range(len(seen)))
     assert final.output[0].type == "function_call" and final.id.startswith("resp_fake")
+    assert final.model == "my-gpt" and seen[0].response.model == "my-gpt"  # never the upstream's name
     [row] = await call_rows(gateway)
     assert (row.protocol, row.stream, row.completion_tokens) == ("responses", True, 5)
     assert row.prompt_tokens == final.usage.input_tokens > 0

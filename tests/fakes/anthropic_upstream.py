@@ -28,7 +28,7 @@ import json
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from aiohttp import web
 
@@ -98,6 +98,7 @@ class FakeAnthropic(FakeUpstream):
         self.api_key = api_key
         self.models = models
         self._replies: deque[Reply] = deque()
+        self.script: Callable[[dict[str, Any]], Reply] | None = None  # decides answers when no reply is queued
 
     @property
     def base_url(self) -> str:
@@ -162,7 +163,10 @@ class FakeAnthropic(FakeUpstream):
             return json_response(
                 error_body("invalid_request_error", "tool_choice may only be specified while providing tools"), 400
             )
-        reply = self._replies.popleft() if self._replies else self._auto_reply(body)
+        if self._replies:
+            reply = self._replies.popleft()
+        else:
+            reply = self.script(body) if self.script is not None else self._auto_reply(body)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         message, blocks = self._message(body, reply)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 from aiohttp import web
@@ -65,6 +65,8 @@ class FakeOpenAI(FakeUpstream):
         self.reset_next = 0  # close the connection without an answer this many times
         self.responses_path = f"{self.base_path}/responses"
         self.stored_responses: set[str] = set()  # ids of responses created with store (the default)
+        # Decides chat answers instead of the echo rules: body -> (content, tool calls, finish reason).
+        self.script: Callable[[dict[str, Any]], tuple[str | None, list[dict[str, Any]], str]] | None = None
 
     @property
     def base_url(self) -> str:
@@ -118,6 +120,8 @@ class FakeOpenAI(FakeUpstream):
         return json_response(self._completion(body))
 
     def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
+        if self.script is not None:
+            return self.script(body)
         text = _last_user_text(body["messages"])
         tools = body.get("tools") or []
         if tools and text.startswith("call tool") and body.get("tool_choice") != "none":

@@ -51,4 +51,4 @@ class ResponsesCodec:
         return usage_from_vendor(body.get("usage"))
 
     def native_stream_tap(self, body: dict[str, Any]) -> ResponsesStreamTap:
-        return ResponsesStreamTap()
+        return ResponsesStreamTap(body["model"])

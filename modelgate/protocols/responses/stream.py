@@ -229,45 +229,58 @@ class ResponsesStreamEncoder:
 
 # --- pass-through of a native upstream ------------------------------------------
 
-_TERMINAL = (b"response.completed", b"response.incomplete", b"response.failed")
+# Events that carry the whole response object (its `model` and, at the end, its usage).
+_LIFECYCLE = (b"response.created", b"response.in_progress", b"response.queued", b"response.completed",
+              b"response.incomplete", b"response.failed")
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 
 
 class ResponsesStreamTap:
-    """Reads usage from a Responses upstream's stream without touching its bytes.
+    """Relays a Responses upstream's stream, reading its usage from the terminal event.
 
-    Only the terminal event (`response.completed`, `.incomplete`, `.failed`) is decoded; every
-    other event is looked at just for its `sequence_number`, so that an error event the gateway
-    has to add after a cut continues the upstream's numbering.
+    Content events, the bulk of a stream, are forwarded as they are, looked at only for their
+    `sequence_number` (so an error event the gateway adds after a cut continues the numbering).
+    The few events that carry the response object are decoded to read usage and to answer
+    with the model id the client asked for, never the upstream's name. Bytes are forwarded as
+    soon as the events they hold are complete.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, model: str) -> None:
+        self.model = model
         self.usage: Usage | None = None
         self.finished = False
         self._parser = sse.SSEParser()
         self._next_seq = 0
 
     def filter(self, chunk: bytes) -> bytes:
-        for raw in self._parser.feed_raw(chunk):
+        raws = self._parser.feed_raw(chunk)
+        for i, raw in enumerate(raws):
             at = raw.find(b'"sequence_number":')
             if at >= 0:
                 digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()
                 if digits.isdigit():
                     self._next_seq = int(digits) + 1
-            head = raw[:80]
-            if not any(name in head for name in _TERMINAL):
-                continue
-            event = sse.parse_event(raw)
-            try:
-                payload = orjson.loads(event.data) if event is not None else None
-            except orjson.JSONDecodeError:
-                continue
-            if not isinstance(payload, dict) or not str(payload.get("type", "")).startswith("response."):
-                continue
+            if any(name in raw[:80] for name in _LIFECYCLE):
+                raws[i] = self._lifecycle(raw)
+        return b"".join(raws)
+
+    def _lifecycle(self, raw: bytes) -> bytes:
+        event = sse.parse_event(raw)
+        try:
+            payload = orjson.loads(event.data) if event is not None else None
+        except orjson.JSONDecodeError:
+            return raw
+        response = payload.get("response") if isinstance(payload, dict) else None
+        if not isinstance(response, dict):
+            return raw
+        if payload.get("type") in _TERMINAL:
             self.finished = True
-            response = payload.get("response")
-            if isinstance(response, dict) and isinstance(response.get("usage"), dict):
+            if isinstance(response.get("usage"), dict):
                 self.usage = usage_from_vendor(response["usage"])
-        return chunk
+        if response.get("model") == self.model:
+            return raw
+        response["model"] = self.model
+        return sse.encode(orjson.dumps(payload), event.event)  # type: ignore[union-attr]
 
     def error_event(self, error_type: str, message: str) -> bytes:
         """The vendor's stream-level `error` event, numbered after the upstream's last event."""

@@ -1,0 +1,153 @@
+"""Real clients of the Responses protocol: the Codex CLI (npm `@openai/codex`) and the Vercel AI
+SDK (npm `ai` + `@ai-sdk/openai`), installed from tests/clients/package.json by `make clients`.
+
+Each runs against the real gateway, with a scripted fake upstream behind it that makes the
+model call a tool and then finish: through a chat-format channel and through an `anthropic`
+channel (both converted). Runs are bounded; a missing CLI or runtime skips with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
+from tests.fakes.anthropic_upstream import Reply
+from tests.test_chat_e2e import call_rows
+
+CLIENTS = Path(__file__).parent / "clients"
+CODEX = CLIENTS / "node_modules" / ".bin" / "codex"
+AI_SDK = CLIENTS / "node_modules" / "@ai-sdk" / "openai"
+RUN_LIMIT = 180  # seconds for one client run
+COMMAND = "printf 'hello from codex' > result.txt && cat result.txt"
+
+
+def need(path: Path, what: str) -> None:
+    if not path.exists():
+        pytest.skip(f"{what} is not installed ({path} missing): run `make clients` (npm install in tests/clients)")
+    if shutil.which("node") is None:
+        pytest.skip("node is not installed")
+
+
+async def run(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), RUN_LIMIT)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        raise AssertionError(f"{argv[0]} did not finish within {RUN_LIMIT} s")
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def tool_result_text(body: dict[str, Any]) -> str | None:
+    """The latest tool result the model was given, in either wire format, if any."""
+    for message in reversed(body.get("messages") or []):
+        if message.get("role") == "tool":
+            return message["content"]
+        content = message.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    inner = block.get("content")
+                    return inner if isinstance(inner, str) else " ".join(b.get("text", "") for b in inner or [])
+    return None
+
+
+def script_chat(tool: str, arguments: dict[str, Any], final: str):
+    """A chat upstream that calls `tool` first and, given its result, answers `final: <result>`."""
+    def answer(body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
+        result = tool_result_text(body)
+        if result is not None:
+            return f"{final}: {result.strip().splitlines()[-1]}", [], "stop"
+        call = {"id": "call_step1", "type": "function",
+                "function": {"name": tool, "arguments": orjson.dumps(arguments).decode()}}
+        return None, [call], "tool_calls"
+    return answer
+
+
+def script_messages(tool: str, arguments: dict[str, Any], final: str):
+    def answer(body: dict[str, Any]) -> Reply:
+        result = tool_result_text(body)
+        if result is not None:
+            return Reply(text=f"{final}: {result.strip().splitlines()[-1]}")
+        return Reply(tool_uses=[(tool, arguments)])
+    return answer
+
+
+async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str):
+    if route == "chat":
+        openai_upstream.script = script_chat(tool, arguments, final)
+        return await gateway.wire(openai_upstream.base_url, ["gpt-test"]), "gpt-test", openai_upstream
+    anthropic_upstream.script = script_messages(tool, arguments, final)
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(ANTHROPIC_KEY,), name="claude")
+    return wired, "claude-haiku-4-5", anthropic_upstream
+
+
+@pytest.mark.parametrize("route", ["chat", "anthropic"])
+async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream, anthropic_upstream, tmp_path,
+                                                       route):
+    need(CODEX, "The Codex CLI (@openai/codex)")
+    wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
+                                        "exec_command", {"cmd": COMMAND}, "Done")
+    home, work = tmp_path / "codex-home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    # What a user writes into ~/.codex/config.toml (README, "Use with Codex").
+    (home / "config.toml").write_text(f'''model = "{model}"
+model_provider = "modelgate"
+
+[model_providers.modelgate]
+name = "modelgate"
+base_url = "{gateway.url}/v1"
+env_key = "MODELGATE_API_KEY"
+wire_api = "responses"
+''')
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
+           "MODELGATE_API_KEY": wired.key, "NO_COLOR": "1"}
+    code, out, err = await run([str(CODEX), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+                                "--dangerously-bypass-approvals-and-sandbox", "-C", str(work),
+                                "Write hello from codex into result.txt"], env, work)
+    assert code == 0, err[-2000:]
+    events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
+    items = [e["item"] for e in events if e["type"] == "item.completed"]
+    commands = [i for i in items if i["type"] == "command_execution"]
+    assert commands and COMMAND in commands[0]["command"] and commands[0]["exit_code"] == 0
+    assert items[-1]["type"] == "agent_message" and items[-1]["text"] == "Done: hello from codex"
+    assert (work / "result.txt").read_text() == "hello from codex"
+    assert events[-1]["type"] == "turn.completed" and events[-1]["usage"]["output_tokens"] > 0
+    assert len(upstream.requests) == 2  # the tool call, then the answer
+    rows = await call_rows(gateway, 2)
+    assert {(r.protocol, r.stream, r.status) for r in rows} == {("responses", True, 200)}
+
+
+@pytest.mark.parametrize("route", ["chat", "anthropic"])
+async def test_ai_sdk_generate_and_stream_text_with_a_tool(gateway, openai_upstream, anthropic_upstream, tmp_path,
+                                                          route):
+    need(AI_SDK, "The Vercel AI SDK (ai, @ai-sdk/openai)")
+    wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
+                                        "weather", {"city": "Paris"}, "Forecast")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GATEWAY_URL": gateway.url,
+           "GATEWAY_KEY": wired.key, "GATEWAY_MODEL": model}
+    code, out, err = await run(["node", str(CLIENTS / "ai_sdk.mjs")], env, CLIENTS)
+    assert code == 0, err[-2000:]
+    result = orjson.loads(out.strip().splitlines()[-1])
+    for mode in ("generate", "stream"):
+        seen = result[mode]
+        assert seen["text"] == "Forecast: sunny in Paris", seen
+        assert seen["steps"] == 2 and seen["finish"] == "stop"
+        assert seen["calls"] == [{"name": "weather", "input": {"city": "Paris"}}]
+    assert {"text-delta", "tool-call", "tool-result", "finish"} <= set(result["stream"]["parts"])
+    assert result["generate"]["usage"]["outputTokens"] > 0
+    assert len(upstream.requests) == 4
+    rows = await call_rows(gateway, 4)
+    assert [(r.protocol, r.stream) for r in rows] == [("responses", False)] * 2 + [("responses", True)] * 2
