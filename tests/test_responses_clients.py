@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,15 @@ CODEX = CLIENTS / "node_modules" / ".bin" / "codex"
 AI_SDK = CLIENTS / "node_modules" / "@ai-sdk" / "openai"
 RUN_LIMIT = 180  # seconds for one client run
 COMMAND = "printf 'hello from codex' > result.txt && cat result.txt"
+
+
+def readme_codex_config(base_url: str, model: str) -> str:
+    """The README's Codex configuration ("Use with Codex"), pointed at this gateway and model."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    start = text.index("## Use with Codex\n")
+    (config,) = re.findall(r"```toml\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
+    assert 'base_url = "http://localhost:8080/v1"' in config and 'model = "gpt-4o-mini"' in config
+    return config.replace("http://localhost:8080/v1", base_url).replace('"gpt-4o-mini"', f'"{model}"')
 
 
 def need(path: Path, what: str) -> None:
@@ -102,16 +112,7 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    # What a user writes into ~/.codex/config.toml (README, "Use with Codex").
-    (home / "config.toml").write_text(f'''model = "{model}"
-model_provider = "modelgate"
-
-[model_providers.modelgate]
-name = "modelgate"
-base_url = "{gateway.url}/v1"
-env_key = "MODELGATE_API_KEY"
-wire_api = "responses"
-''')
+    (home / "config.toml").write_text(readme_codex_config(f"{gateway.url}/v1", model))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
            "MODELGATE_API_KEY": wired.key, "NO_COLOR": "1"}
     code, out, err = await run([str(CODEX), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
