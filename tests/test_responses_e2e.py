@@ -223,6 +223,13 @@ async def test_streamed_pass_through_is_relayed_as_is_and_its_usage_recorded(gat
     [row] = await call_rows(gateway)
     assert (row.protocol, row.stream, row.completion_tokens) == ("responses", True, 5)
     assert row.prompt_tokens == final.usage.input_tokens > 0
+    call = final.output[0]
+    second = await client(gateway, wired.key).responses.create(
+        model="my-gpt", previous_response_id=final.id, tools=[LOOKUP],
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}])
+    assert second.output_text == "Tool results: a greeting"
+    sent = openai_upstream.last.json()
+    assert sent["previous_response_id"] == final.id and sent["input"][0]["call_id"] == call.call_id
 
 
 async def test_pass_through_to_an_azure_openai_channel(gateway):

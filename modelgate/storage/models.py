@@ -165,7 +165,7 @@ class CallLog(Base):
     application_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     channel_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     provider_kind: Mapped[str | None] = mapped_column(String(32), nullable=True)
-    protocol: Mapped[str] = mapped_column(String(16))  # chat | messages
+    protocol: Mapped[str] = mapped_column(String(16))  # chat | messages | responses
     model: Mapped[str] = mapped_column(String(128))
     stream: Mapped[bool] = mapped_column(Boolean, default=False)
     status: Mapped[int] = mapped_column(Integer)  # HTTP status answered to the caller

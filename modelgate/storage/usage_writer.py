@@ -38,7 +38,7 @@ class CallRecord:
     """One inference call: the CallLog columns except id."""
 
     trace_id: str
-    protocol: str  # chat | messages
+    protocol: str  # chat | messages | responses
     model: str
     status: int  # HTTP status answered to the caller
     created_at: datetime = field(default_factory=_now)
