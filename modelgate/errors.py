@@ -129,6 +129,9 @@ def from_upstream(err: UpstreamError) -> GatewayError:
     """The caller-visible error once retries and failover are exhausted."""
     if err.error_type is ErrorType.RATE_LIMIT_ERROR:
         return rate_limited(f"Upstream rate limit: {err.message}", err.retry_after)
+    if err.error_type is ErrorType.INVALID_REQUEST:
+        # The body can never succeed: the caller's 400, in its own protocol's 7.2 shape.
+        return GatewayError(400, err.error_type.value, err.message, Shape.VALIDATION)
     return GatewayError(502, err.error_type.value, err.message)
 
 

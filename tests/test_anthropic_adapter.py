@@ -328,7 +328,7 @@ async def test_plain_call_through_the_fake(fake):
     assert status == 200
     resp = adapter.parse_response(body)
     assert resp.parts == [TextPart("Echo: ping")] and resp.stop_reason == "stop"
-    assert resp.model == "claude-haiku-4-5" and resp.id.startswith("msg_")
+    assert resp.model == "claude-haiku-4-5-20251001" and resp.id.startswith("msg_")  # the resolved snapshot
     assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0
     got = fake.last
     assert (got.path, got.headers["x-api-key"], got.headers["anthropic-version"]) == (

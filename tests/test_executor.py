@@ -212,7 +212,10 @@ async def test_invalid_request_is_neither_retried_nor_failed_over(
     with pytest.raises(GatewayError) as caught:
         await executor.run(ctx, [route(1), route(2, priority=1)], up)
     assert up.endpoints() == ["p1:k1"] and clock.sleeps == []
-    assert_envelope(caught.value, 502, "INVALID_REQUEST")
+    # spec-notes: the caller's 400 in its protocol's 7.2 shape, with the provider's message
+    assert (caught.value.status, caught.value.code) == (400, "INVALID_REQUEST")
+    assert body(caught.value) == {"error": {"message": "upstream said invalid_request",
+                                            "type": "invalid_request_error", "code": "invalid_request"}}
     assert sink.events == []
     assert executor.breakers.states()["p1:k1"].failures == 0
 

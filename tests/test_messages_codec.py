@@ -531,3 +531,35 @@ def test_native_usage():
                                           "cache_creation_input_tokens": 4, "cache_read_input_tokens": 6}})
     assert usage == Usage(input_tokens=20, output_tokens=3, cache_read_tokens=6, cache_write_tokens=4)
     assert codec.native_usage({}) == Usage()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_native_tap_sets_the_clients_model_in_message_start_only(seed):
+    """Issue 10 item 8: the vendor's snapshot name never reaches the client, whatever the chunking."""
+    stream = VENDOR_STREAM.replace(b'"model": "claude-x"', b'"model": "claude-x-20250101"', 1)
+    stream = stream.replace(b'"text": "Hi"', b'"text": "\\"model\\": \\"keep\\""', 1)
+    assert stream.count(b"claude-x-20250101") == 1 and b'\\"model\\"' in stream
+    tap = codec.native_stream_tap({"model": "team-model"})
+    rng = random.Random(seed)
+    forwarded, i = b"", 0
+    while i < len(stream):
+        n = rng.randint(1, 40)
+        forwarded += tap.filter(stream[i : i + n])
+        i += n
+    assert forwarded == stream.replace(b'"model": "claude-x-20250101"', b'"model":"team-model"')
+    assert tap.finished and tap.usage.output_tokens == 15
+
+
+def test_system_entries_under_the_beta_decode_in_place_and_hoist_for_other_wires():
+    beta = {b"anthropic-beta": b"claude-code-20250219, mid-conversation-system-2026-04-07"}
+    messages = [{"role": "user", "content": "a"}, {"role": "system", "content": "note"},
+                {"role": "user", "content": "b"}]
+    assert codec.validate(body(messages=messages), beta) == ("claude-x", False)
+    for headers in (None, {b"anthropic-beta": b"mid-conversation-system-clear-at-2026-08-21"}):
+        with pytest.raises(GatewayError):
+            codec.validate(body(messages=messages), headers)
+    ir = codec.to_ir(body(messages=messages, system="top"))
+    assert [m.role for m in ir.messages] == ["user", "system", "user"]
+    hoisted = ir.with_system_hoisted()
+    assert hoisted.system == ["top", "note"] and [m.role for m in hoisted.messages] == ["user", "user"]
+    assert ir.system == ["top"]  # the original is left as it was

@@ -66,6 +66,9 @@ class GatewayApp:
                 return await self.inference.infer(scope, receive, send, self.messages)
             if path == "/v1/responses":
                 return await self.inference.infer(scope, receive, send, self.responses)
+        elif method == "HEAD" and path == "/alt":
+            # Claude Code probes its base URL at every start.
+            return await send_bytes(send, 200, b"", new_trace_id())
         elif method == "GET":
             if path == "/v1/models":
                 return await self.inference.list_models(scope, receive, send)

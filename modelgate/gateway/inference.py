@@ -34,6 +34,7 @@ from modelgate.gateway.asgi import (
 )
 from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder, bearer_token
 from modelgate.protocols.body import ClientBody
+from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
     StreamEnd,
@@ -154,7 +155,7 @@ class InferenceHandler:
             record.api_key_id, record.application_id = key.id, app.id
             codec.check_headers(headers)
             body = _parse_json(await read_body(receive, MAX_BODY_BYTES))
-            model, stream = codec.validate(body)
+            model, stream = codec.validate(body, headers)
             record.model, record.stream = model, stream
             routes, exists = self.rt.snapshot.routes_for(app, model)
             if not routes:
@@ -162,7 +163,7 @@ class InferenceHandler:
                     raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
                 raise errors.not_found(f"The model '{model}' is not served by this gateway")
             ctx = CallContext(trace_id, key, app, model, stream, time.monotonic() + app.timeout_seconds)
-            call = _Call(self, codec, body, model, ctx)
+            call = _Call(self, codec, body, model, ctx, codec.upstream_headers(headers))
             if stream:
                 handle = await self.rt.executor.run(ctx, routes, call.open_stream)
                 _note_route(record, ctx)
@@ -244,15 +245,16 @@ class InferenceHandler:
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "model", "ctx", "_ir")
+    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "_ir")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
-                 ctx: CallContext) -> None:
+                 ctx: CallContext, client_headers: dict[str, str]) -> None:
         self.h = handler
         self.codec = codec
         self.body = body
         self.model = model
         self.ctx = ctx
+        self.client_headers = client_headers  # forwarded on pass-through only
         self._ir: ChatRequest | None = None
 
     def ir(self) -> ChatRequest:
@@ -264,9 +266,13 @@ class _Call:
         adapter: Any = get_kind(route.provider_kind).adapter_for(self.codec.native_wire)
         native = adapter.wire == self.codec.native_wire
         if native:
-            req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream)
+            req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream,
+                                               self.client_headers)
         else:
-            req = adapter.build_request(self.ir(), route.upstream_model, endpoint)
+            ir = self.ir()
+            if not getattr(adapter, "positional_system", False):
+                ir = ir.with_system_hoisted()
+            req = adapter.build_request(ir, route.upstream_model, endpoint)
         return adapter, req, native
 
     def _timeout(self) -> float:
@@ -290,6 +296,8 @@ class _Call:
             raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON")
         if not isinstance(parsed, dict):
             raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned an unexpected body")
+        if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
+            data = set_model(data, model_field(self.model), 1)
         return data, self.codec.native_usage(parsed)
 
     async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:

@@ -65,12 +65,17 @@ class ClientCodec(Protocol):
         """The protocol's 7.2 error body for a request that failed validation."""
         ...
 
-    def validate(self, body: Any) -> tuple[str, bool]:
+    def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         """Check a client body against the protocol; returns (model, stream).
 
-        Raises errors.invalid_request (400, protocol 7.2 shape) on any violation. May rewrite,
-        in place, a form the protocol allows but no upstream accepts (a chat bare tool name).
+        `headers` are the request's (lower-case names): some body features are gated by them
+        (messages betas). Raises errors.invalid_request (400, protocol 7.2 shape) on any violation.
+        May rewrite, in place, a form the protocol allows but no upstream accepts (a chat bare tool name).
         """
+        ...
+
+    def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
+        """The client's protocol headers an upstream of the same wire must see unchanged (pass-through)."""
         ...
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -11,6 +12,7 @@ import orjson
 from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols import sse
 from modelgate.protocols.base import Headers, bearer_token
+from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -238,7 +240,7 @@ class ChatCodec:
     def validation_body(self, message: str) -> bytes:
         return validation_body(message)
 
-    def validate(self, body: Any) -> tuple[str, bool]:
+    def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         if not isinstance(body, dict):
             raise invalid_request("The request body must be a JSON object")
         model = body.get("model")
@@ -381,12 +383,15 @@ class ChatCodec:
         options = body.get("stream_options") or {}
         return ChatStreamEncoder(model, bool(options.get("include_usage")))
 
+    def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
+        return {}  # nothing of a chat client's headers is the upstream's business
+
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_openai(body.get("usage"))
 
     def native_stream_tap(self, body: dict[str, Any]) -> "ChatStreamTap":
         options = body.get("stream_options") or {}
-        return ChatStreamTap(client_wants_usage=bool(options.get("include_usage")))
+        return ChatStreamTap(client_wants_usage=bool(options.get("include_usage")), model=body.get("model"))
 
 
 class ChatStreamEncoder:
@@ -463,15 +468,17 @@ class ChatStreamTap:
     Bytes are forwarded as soon as the events they hold are complete; only an
     event split across socket reads waits for its remaining bytes. The stream is
     searched, not split: only the one event holding a usage object is decoded.
+    Every chunk names the model: it is spliced to the client's id (`model`, if given).
     """
 
-    __slots__ = ("client_wants_usage", "usage", "finished", "_pending")
+    __slots__ = ("client_wants_usage", "usage", "finished", "_pending", "_model_field")
 
-    def __init__(self, client_wants_usage: bool) -> None:
+    def __init__(self, client_wants_usage: bool, model: str | None = None) -> None:
         self.client_wants_usage = client_wants_usage
         self.usage: Usage | None = None
         self.finished = False
         self._pending = b""
+        self._model_field = model_field(model) if model is not None else None
 
     def filter(self, chunk: bytes) -> bytes:
         buffer = self._pending + chunk if self._pending else chunk
@@ -494,6 +501,8 @@ class ChatStreamTap:
                 start = event_end
         if b"data: [DONE]" in out:
             self.finished = True
+        if self._model_field is not None:
+            out = set_model(out, self._model_field)
         return out
 
     def error_event(self, error_type: str, message: str) -> bytes:

@@ -9,6 +9,7 @@ Everything here is plain data: no I/O, no framework types.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
@@ -76,9 +77,12 @@ class Message:
 
     role `tool` holds only ToolResult parts; protocols that carry tool results
     inside a user turn split/merge on their own side of the conversion.
+    role `system` (TextParts) is an instruction at its place in the conversation (the
+    messages protocol's mid-conversation system entries); wire formats without one
+    get it through `ChatRequest.with_system_hoisted`.
     """
 
-    role: Literal["user", "assistant", "tool"]
+    role: Literal["user", "assistant", "tool", "system"]
     parts: list[Part]
 
 
@@ -141,6 +145,20 @@ class ChatRequest:
     user: str | None = None
     stream: bool = False
     reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh (Responses `reasoning.effort`)
+
+    def with_system_hoisted(self) -> "ChatRequest":
+        """This request with positional system turns appended to `system`, in order: the closest
+        equivalent for wire formats that only take system instructions up front."""
+        if not any(m.role == "system" for m in self.messages):
+            return self
+        system = list(self.system)
+        messages: list[Message] = []
+        for message in self.messages:
+            if message.role == "system":
+                system.extend(p.text for p in message.parts if isinstance(p, TextPart))
+            else:
+                messages.append(message)
+        return dataclasses.replace(self, system=system, messages=messages)
 
 
 @dataclass(slots=True)

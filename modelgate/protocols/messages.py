@@ -11,7 +11,9 @@ read/write counts. Conversions add or subtract the cache counts accordingly.
 
 from __future__ import annotations
 
+import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -20,6 +22,7 @@ from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
 from modelgate.protocols import sse
 from modelgate.protocols.base import Headers, bearer_token
+from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -85,6 +88,38 @@ _VENDOR_ERROR_TYPE = {
 
 _ROLES = ("user", "assistant")
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
+
+
+# The beta under which `role: "system"` entries may appear inside `messages`; Claude Code sends
+# this dated name and, when a 400 names it together with the `anthropic-beta` header, retries
+# without it. Later betas sharing the prefix (`...-clear-at-<date>`) are other features.
+MID_CONVERSATION_SYSTEM_BETA = "mid-conversation-system-2026-04-07"
+_MID_CONVERSATION_SYSTEM = re.compile(r"mid-conversation-system-\d{4}-\d{2}-\d{2}")
+
+
+def betas(headers: Mapping[bytes, bytes]) -> list[str]:
+    """The betas a request names in `anthropic-beta` (comma-separated, possibly repeated)."""
+    raw = headers.get(b"anthropic-beta")
+    if not raw:
+        return []
+    return [b.strip() for b in raw.decode("latin-1").split(",") if b.strip()]
+
+
+def allows_mid_conversation_system(names: list[str]) -> bool:
+    return any(_MID_CONVERSATION_SYSTEM.fullmatch(name) for name in names)
+
+
+def vendor_headers(headers: Mapping[bytes, bytes]) -> dict[str, str]:
+    """The client's vendor headers an upstream of the same protocol must see unchanged:
+    `anthropic-version` (`alt-version` is its alias here) and `anthropic-beta`."""
+    out: dict[str, str] = {}
+    version = headers.get(b"anthropic-version") or headers.get(b"alt-version")
+    if version:
+        out["anthropic-version"] = version.decode("latin-1")
+    beta = headers.get(b"anthropic-beta")
+    if beta:
+        out["anthropic-beta"] = beta.decode("latin-1")
+    return out
 
 
 # --- SSE ------------------------------------------------------------------
@@ -202,7 +237,7 @@ def _check_block(block: Any, where: str, role: str) -> None:
     # features: accepted here so native pass-through keeps working; the IR drops them.
 
 
-def _check_messages(messages: Any) -> None:
+def _check_messages(messages: Any, system_allowed: bool) -> None:
     if not isinstance(messages, list) or not messages:
         raise _bad("messages: Field required (a non-empty array)" if messages is None else "messages: must be a non-empty array")
     last = len(messages) - 1
@@ -211,6 +246,16 @@ def _check_messages(messages: Any) -> None:
         if not isinstance(msg, dict):
             raise _bad(f"{where}: must be an object with 'role' and 'content'")
         role = msg.get("role")
+        if role == "system":
+            if not system_allowed:
+                raise _bad(
+                    f"{where}.role: 'system' entries inside messages need the beta "
+                    f"'{MID_CONVERSATION_SYSTEM_BETA}' in the 'anthropic-beta' header; without that beta "
+                    "use the top-level 'system' field")
+            _check_system(msg.get("content"), f"{where}.content")
+            if not msg.get("content"):
+                raise _bad(f"{where}.content: must not be empty")
+            continue
         if role not in _ROLES:
             raise _bad(f"{where}.role: must be 'user' or 'assistant'")
         content = msg.get("content")
@@ -227,14 +272,14 @@ def _check_messages(messages: Any) -> None:
             raise _bad(f"{where}: all messages must have non-empty content except for the optional final assistant message")
 
 
-def _check_system(system: Any) -> None:
+def _check_system(system: Any, where: str = "system") -> None:
     if system is None or isinstance(system, str):
         return
     if not isinstance(system, list):
-        raise _bad("system: must be a string or an array of text blocks")
+        raise _bad(f"{where}: must be a string or an array of text blocks")
     for i, block in enumerate(system):
         if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-            raise _bad(f"system.{i}: must be a text block {{type: 'text', text: <string>}}")
+            raise _bad(f"{where}.{i}: must be a text block {{type: 'text', text: <string>}}")
 
 
 def _check_tools(tools: Any) -> None:
@@ -270,13 +315,13 @@ def _check_tool_choice(choice: Any) -> None:
         raise _bad("tool_choice.disable_parallel_tool_use: must be a boolean")
 
 
-def validate(body: Any) -> tuple[str, bool]:
+def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]:
     if not isinstance(body, dict):
         raise _bad("Request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model: Field required (a non-empty string)" if model is None else "model: must be a non-empty string")
-    _check_messages(body.get("messages"))
+    _check_messages(body.get("messages"), allows_mid_conversation_system(beta_names or []))
     max_tokens = body.get("max_tokens")
     if max_tokens is None:
         raise _bad("max_tokens: Field required")
@@ -364,6 +409,9 @@ def _result_content(content: Any, where: str) -> list[TextPart | ImagePart]:
 def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
     role = msg["role"]
     content = msg["content"]
+    if role == "system":  # a mid-conversation system entry (validated under its beta)
+        texts = [content] if isinstance(content, str) else [b["text"] for b in content]
+        return [Message("system", [TextPart(t) for t in texts if t])]
     if isinstance(content, str):
         # An empty string is only valid as a final assistant prefill, which adds nothing.
         return [Message(role, [TextPart(content)])] if content else []
@@ -688,22 +736,45 @@ class MessagesStreamEncoder:
 # --- pass-through of a native upstream ---------------------------------------
 
 
+_FRAME_END = re.compile(rb"\r?\n\r?\n|\r\r")
+
+
 class MessagesStreamTap:
-    """Reads usage from a native vendor stream without touching its bytes.
+    """Reads usage from a native vendor stream; only its first frame is ever changed.
 
     Only `message_start`, `message_delta` and `message_stop` frames are parsed;
-    the bulk of the stream (content deltas) is skipped by event name.
+    the bulk of the stream (content deltas) is skipped by event name. The model
+    name appears once, in `message_start`, the stream's first frame: that frame is
+    held until complete and its `model` spliced to the client's id; every later
+    byte is forwarded as it came.
     """
 
     _WATCHED = frozenset({"message_start", "message_delta", "message_stop"})
 
-    def __init__(self) -> None:
+    def __init__(self, model: str | None = None) -> None:
         self.usage: Usage | None = None
         self.finished = False
         self._parser = sse.SSEParser()
         self._raw: dict[str, Any] = {}  # vendor usage fields, cumulative
+        self._model_field = model_field(model) if model is not None else None
+        self._head = b""  # bytes held until the first frame is complete
 
     def filter(self, chunk: bytes) -> bytes:
+        self._read(chunk)
+        if self._model_field is None:
+            return chunk
+        head = self._head + chunk
+        end = _FRAME_END.search(head)
+        if end is None:
+            self._head = head
+            return b""
+        first = head[: end.end()]
+        if b"message_start" in first:
+            first = set_model(first, self._model_field, 1)
+        self._model_field, self._head = None, b""
+        return first + head[end.end() :]
+
+    def _read(self, chunk: bytes) -> None:
         for raw in self._parser.feed_raw(chunk):
             # Content deltas, the bulk of a stream, are skipped without decoding.
             if b"message_" not in raw:
@@ -727,7 +798,6 @@ class MessagesStreamTap:
                 # message_delta counts are cumulative and may omit fields message_start gave.
                 self._raw.update({k: v for k, v in usage.items() if v is not None})
                 self.usage = usage_from_vendor(self._raw)
-        return chunk
 
     def error_event(self, error_type: str, message: str) -> bytes:
         return stream_error(error_type, message)
@@ -747,8 +817,11 @@ class MessagesCodec:
     def validation_body(self, message: str) -> bytes:
         return orjson.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
 
-    def validate(self, body: Any) -> tuple[str, bool]:
-        return validate(body)
+    def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
+        return validate(body, betas(headers) if headers else None)
+
+    def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
+        return vendor_headers(headers)
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
@@ -763,4 +836,4 @@ class MessagesCodec:
         return usage_from_vendor(body.get("usage"))
 
     def native_stream_tap(self, body: dict[str, Any]) -> MessagesStreamTap:
-        return MessagesStreamTap()
+        return MessagesStreamTap(body.get("model"))

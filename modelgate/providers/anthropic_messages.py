@@ -88,12 +88,17 @@ def _base(endpoint: Endpoint) -> str:
     return base.removesuffix("/v1")
 
 
-def _headers(endpoint: Endpoint) -> dict[str, str]:
-    return {
+def _headers(endpoint: Endpoint, client_headers: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Auth and version; on pass-through the client's `anthropic-version` and `anthropic-beta`
+    go upstream unchanged: beta-gated body fields are only valid together with their beta."""
+    headers = {
         "x-api-key": endpoint.api_key,
         "anthropic-version": API_VERSION,
         "content-type": "application/json",
     }
+    if client_headers:
+        headers.update(client_headers)
+    return headers
 
 
 # --- IR -> vendor request -------------------------------------------------------
@@ -407,9 +412,10 @@ class AnthropicMessagesAdapter:
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint), orjson.dumps(body))
 
     def build_native_request(
-        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
+        client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest:
-        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint),
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
                                forward(body, {"model": upstream_model}))
 
     def parse_response(self, body: bytes) -> ChatResponse:

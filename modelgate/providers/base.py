@@ -48,6 +48,8 @@ class StreamDecoder(Protocol):
 
 class WireAdapter(Protocol):
     wire: str  # e.g. "openai-chat"; equals a client protocol's `native_wire` for pass-through
+    # Optional `positional_system = True`: IR `system` turns may stay in place in `messages`;
+    # without it the gateway hoists them into `ChatRequest.system` first.
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest: ...
 
@@ -68,7 +70,8 @@ class PassThroughAdapter(Protocol):
     wire: str
 
     def build_native_request(
-        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
+        client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest: ...
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError: ...

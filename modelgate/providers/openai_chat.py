@@ -65,7 +65,9 @@ def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list
     `reasoning_content` (DeepSeek and Moonshot reject a tool-call turn of a thinking model without it)."""
     out: list[dict[str, Any]] = [{"role": "system", "content": text} for text in req.system]
     for message in req.messages:
-        if message.role == "user":
+        if message.role == "system":
+            out.append({"role": "system", "content": _text_of(message.parts)})
+        elif message.role == "user":
             out.append({"role": "user", "content": _user_content(message.parts)})
         elif message.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": _text_of(message.parts) or None}
@@ -225,6 +227,7 @@ class OpenAIChatAdapter:
     finish_reasons: Mapping[str, Finish] = {}
     replay_reasoning = False  # see messages_to_openai
     sources = False  # append the answer's search results (Perplexity) as text, see sources_text
+    positional_system = True  # system messages may stand anywhere in `messages`
 
     def finish(self, reason: str | None) -> StopReason | None:
         """The stop reason of a finish_reason; raises the UpstreamError of an abnormal one."""
@@ -249,7 +252,8 @@ class OpenAIChatAdapter:
                                orjson.dumps(body))
 
     def build_native_request(
-        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
+        client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest:
         changes: dict[str, Any] = {"model": upstream_model}
         if stream:

@@ -114,9 +114,10 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint), orjson.dumps(body))
 
     def build_native_request(
-        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool
+        self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
+        client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest:
-        up = super().build_native_request(body, upstream_model, endpoint, stream)
+        up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers)
         if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id or self.clamp
                 or any(name in endpoint.options for name in self.body_options)):
             return up

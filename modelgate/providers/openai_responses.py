@@ -30,7 +30,7 @@ class ResponsesPassThrough:
         self.url = url
 
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
-                             stream: bool) -> UpstreamRequest:
+                             stream: bool, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
         return UpstreamRequest("POST", self.url(endpoint), self.chat.headers(endpoint),
                                forward(body, {"model": upstream_model}))
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,6 +38,12 @@ from tests.fakes.upstream_base import FakeUpstream, json_response
 API_KEY = "sk-ant-fake-upstream-key"
 VERSION = "2023-06-01"
 MODELS = ("claude-sonnet-4-5", "claude-haiku-4-5", "claude-opus-4-1")
+# The vendor answers an alias with the dated snapshot it resolved to
+# (https://docs.anthropic.com/en/docs/about-claude/models/overview: aliases point to snapshots).
+SNAPSHOTS = {"claude-sonnet-4-5": "claude-sonnet-4-5-20250929", "claude-haiku-4-5": "claude-haiku-4-5-20251001",
+             "claude-opus-4-1": "claude-opus-4-1-20250805"}
+# Body fields the vendor only accepts together with their beta in `anthropic-beta`.
+BETA_FIELDS = {"context_management": "context-management-", "thread": "message-threads-"}
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:
@@ -111,6 +118,7 @@ class FakeAnthropic(FakeUpstream):
 
     def routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/messages", self._messages)
+        app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
         app.router.add_get("/v1/models", self._list_models)
 
     # --- vendor checks -------------------------------------------------------------
@@ -124,7 +132,8 @@ class FakeAnthropic(FakeUpstream):
         version = request.headers.get("anthropic-version")
         if version is None:
             return json_response(error_body("invalid_request_error", "anthropic-version: header is required"), 400)
-        if version != VERSION:
+        # The vendor's SDKs send later dated versions of the same wire protocol (2.x: 2026-10-21).
+        if not (re.fullmatch(r"\d{4}-\d{2}-\d{2}", version) and version >= VERSION):
             return json_response(
                 error_body("invalid_request_error", f"anthropic-version: invalid version '{version}'"), 400
             )
@@ -144,7 +153,21 @@ class FakeAnthropic(FakeUpstream):
              "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None}
         )
 
-    async def _messages(self, request: web.Request) -> web.StreamResponse:
+    @staticmethod
+    def _beta_refusal(request: web.Request, body: dict[str, Any]) -> web.Response | None:
+        """The vendor refuses beta-gated body features whose beta is not in `anthropic-beta`."""
+        betas = [b.strip() for b in request.headers.get("anthropic-beta", "").split(",") if b.strip()]
+        for name, prefix in BETA_FIELDS.items():
+            if name in body and not any(b.startswith(prefix) for b in betas):
+                return json_response(error_body("invalid_request_error", f"{name}: Extra inputs are not permitted"), 400)
+        for i, message in enumerate(body.get("messages") or []):
+            if isinstance(message, dict) and message.get("role") == "system" and not any(
+                    re.fullmatch(r"mid-conversation-system-\d{4}-\d{2}-\d{2}", b) for b in betas):
+                return json_response(error_body(
+                    "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant'"), 400)
+        return None
+
+    async def _read_body(self, request: web.Request, required: tuple[str, ...]) -> Any:
         refused = self._refuse(request)
         if refused:
             return refused
@@ -152,13 +175,27 @@ class FakeAnthropic(FakeUpstream):
             body = json.loads(await request.read())
         except ValueError:
             return json_response(error_body("invalid_request_error", "There was an issue with your request body"), 400)
-        for name in ("model", "messages", "max_tokens"):
+        for name in required:
             if name not in body:
                 return json_response(error_body("invalid_request_error", f"{name}: Field required"), 400)
         if body["model"] not in self.models:
             return json_response(error_body("not_found_error", f"model: {body['model']}"), 404)
         if not isinstance(body["messages"], list) or not body["messages"]:
             return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
+        return self._beta_refusal(request, body) or body
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        """POST /v1/messages/count_tokens: `{input_tokens}` for system, messages and tools."""
+        body = await self._read_body(request, ("model", "messages"))
+        if isinstance(body, web.Response):
+            return body
+        prompt = json.dumps([body.get("system"), body["messages"], body.get("tools")])
+        return json_response({"input_tokens": len(prompt) // 4 + 1})
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        body = await self._read_body(request, ("model", "messages", "max_tokens"))
+        if isinstance(body, web.Response):
+            return body
         if body.get("tool_choice") and not body.get("tools"):
             return json_response(
                 error_body("invalid_request_error", "tool_choice may only be specified while providing tools"), 400
@@ -242,7 +279,7 @@ class FakeAnthropic(FakeUpstream):
             "id": "msg_" + uuid.uuid4().hex[:24],
             "type": "message",
             "role": "assistant",
-            "model": body["model"],
+            "model": SNAPSHOTS.get(body["model"], body["model"]),
             "content": blocks,
             "stop_reason": stop_reason,
             "stop_sequence": stop_sequence,

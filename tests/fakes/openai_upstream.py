@@ -67,6 +67,10 @@ class FakeOpenAI(FakeUpstream):
         self.stored_responses: set[str] = set()  # ids of responses created with store (the default)
         # Decides chat answers instead of the echo rules: body -> (content, tool calls, finish reason).
         self.script: Callable[[dict[str, Any]], tuple[str | None, list[dict[str, Any]], str]] | None = None
+        # OpenAI answers an alias with the dated snapshot it resolved to ("gpt-4o" -> "gpt-4o-2024-08-06").
+        self.snapshots: dict[str, str] = {"gpt-test": "gpt-test-2025-08-07"}
+        # Reasoning models refuse `max_tokens` (https://platform.openai.com/docs/guides/reasoning).
+        self.reasoning_models: set[str] = {m for m in self.models if m.startswith(("o1", "o3", "o4", "gpt-5"))}
 
     @property
     def base_url(self) -> str:
@@ -113,6 +117,10 @@ class FakeOpenAI(FakeUpstream):
             # What the real service answers to a bare tool name.
             return openai_error(400, f"Invalid value: '{choice}'. Supported values are: 'none', 'auto', and "
                                 "'required'.", "invalid_request_error", "invalid_value")
+        if model in self.reasoning_models and "max_tokens" in body:
+            return openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                     "Use 'max_completion_tokens' instead.", "invalid_request_error",
+                                "unsupported_parameter")
         if self.delay:
             await asyncio.sleep(self.delay)
         if body.get("stream"):
@@ -152,7 +160,7 @@ class FakeOpenAI(FakeUpstream):
             "id": "chatcmpl-fake123",
             "object": "chat.completion",
             "created": int(time.time()),
-            "model": body["model"],
+            "model": self.snapshots.get(body["model"], body["model"]),
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
             "usage": self._usage(body, content, calls),
             "system_fingerprint": "fp_fake",
@@ -162,7 +170,7 @@ class FakeOpenAI(FakeUpstream):
         content, calls, finish = self._answer(body)
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
         base = {"id": "chatcmpl-fake123", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": body["model"], "system_fingerprint": "fp_fake"}
+                "model": self.snapshots.get(body["model"], body["model"]), "system_fingerprint": "fp_fake"}
 
         def frame(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
             chunk = {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,

@@ -35,8 +35,11 @@ class ResponsesCodec:
     def validation_body(self, message: str) -> bytes:
         return chat.validation_body(message)
 
-    def validate(self, body: Any) -> tuple[str, bool]:
+    def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
         return decode.validate(body)
+
+    def upstream_headers(self, headers: Headers) -> dict[str, str]:
+        return {}  # nothing of a Responses client's headers is the upstream's business
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return decode.to_ir(body)

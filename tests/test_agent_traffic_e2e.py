@@ -1,0 +1,217 @@
+"""What coding agents send, end to end (issue 10): the official anthropic SDK or raw HTTP shaped like
+Claude Code's requests (docs: /work/shared/field-notes.md) → gateway → fake upstreams.
+
+Covers mid-conversation system entries, vendor header forwarding, beta-only fields on conversion,
+an upstream's refusal of the body (400, not 502), `HEAD /alt`, and the response `model`.
+"""
+
+from __future__ import annotations
+
+import re
+
+import anthropic
+import httpx
+import orjson
+import pytest
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+
+from tests.fakes.anthropic_upstream import API_KEY, error_body
+
+MID_BETA = "mid-conversation-system-2026-04-07"
+CLAUDE_CODE_BETAS = f"claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,{MID_BETA}"
+
+
+def sdk(gateway, key: str, **headers: str) -> AsyncAnthropic:
+    """The vendor SDK with only its base URL changed (it sends a dated anthropic-version of its own)."""
+    return AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=key, max_retries=0, default_headers=headers)
+
+
+async def native(gateway, upstream, model="claude-haiku-4-5", upstream_model=None):
+    spec = {"model_id": model, "upstream_model": upstream_model or model}
+    return await gateway.wire(upstream.base_url, [spec], kind="anthropic", upstream_keys=(API_KEY,), name="claude")
+
+
+async def chat_channel(gateway, upstream, model="claude-sonnet-4-5", upstream_model="gpt-test"):
+    return await gateway.wire(upstream.base_url, [{"model_id": model, "upstream_model": upstream_model}])
+
+
+AGENT_MESSAGES = [
+    {"role": "user", "content": "first question"},
+    {"role": "system", "content": [{"type": "text", "text": "The user switched to plan mode."}]},
+    {"role": "user", "content": "second question"},
+]
+
+
+# --- mid-conversation system entries ------------------------------------------------------------
+
+
+async def test_mid_conversation_system_passes_through_with_its_beta(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    msg = await sdk(gateway, wired.key).messages.create(
+        model="claude-haiku-4-5", max_tokens=50, messages=AGENT_MESSAGES,
+        extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
+    )
+    assert msg.content[0].text == "Echo: second question"
+    sent = anthropic_upstream.last
+    assert sent.json()["messages"] == AGENT_MESSAGES  # forwarded as is
+    assert sent.headers["anthropic-beta"] == CLAUDE_CODE_BETAS
+
+
+async def test_mid_conversation_system_without_the_beta_names_beta_and_header(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(gateway, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=50,
+                                                       messages=AGENT_MESSAGES)
+    assert caught.value.status_code == 400
+    body = caught.value.response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    message = body["error"]["message"]
+    # Claude Code drops the beta and retries when the message names both (its own test, from its bundle).
+    assert MID_BETA in message and re.search(r"anthropic[-_]beta", message)
+    assert message.startswith("messages.1.role")
+    assert anthropic_upstream.requests == []
+
+
+async def test_mid_conversation_system_becomes_a_system_message_in_place_on_chat_upstreams(
+        gateway, openai_upstream):
+    wired = await chat_channel(gateway, openai_upstream)
+    msg = await sdk(gateway, wired.key).messages.create(
+        model="claude-sonnet-4-5", max_tokens=50, system="you are an agent", messages=AGENT_MESSAGES,
+        extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
+    )
+    assert msg.content[0].text == "Echo: second question"
+    assert openai_upstream.last.json()["messages"] == [
+        {"role": "system", "content": "you are an agent"},
+        {"role": "user", "content": "first question"},
+        {"role": "system", "content": "The user switched to plan mode."},
+        {"role": "user", "content": "second question"},
+    ]
+
+
+# --- vendor headers and beta-gated fields --------------------------------------------------------
+
+
+async def test_sdk_version_and_betas_reach_the_upstream_unchanged(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    # context_management is beta-gated: the (fake) vendor refuses it without its beta.
+    edits = {"edits": [{"type": "clear_tool_uses_20250919"}]}
+    msg = await sdk(gateway, wired.key).messages.create(
+        model="claude-haiku-4-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"anthropic-beta": "context-management-2025-06-27"},
+        extra_body={"context_management": edits},
+    )
+    assert msg.content[0].text == "Echo: hi"
+    sent = anthropic_upstream.last
+    assert sent.headers["anthropic-version"] == anthropic._constants.ANTHROPIC_API_VERSION != "2023-06-01"
+    assert sent.headers["anthropic-beta"] == "context-management-2025-06-27"
+    assert sent.json()["context_management"] == edits
+
+
+async def test_alt_version_is_sent_as_anthropic_version(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        resp = await http.post("/alt/v1/messages", headers={"x-api-key": wired.key, "alt-version": "2023-06-01"},
+                               json={"model": "claude-haiku-4-5", "max_tokens": 5,
+                                     "messages": [{"role": "user", "content": "hi"}]})
+    assert resp.status_code == 200
+    headers = anthropic_upstream.last.headers
+    assert headers["anthropic-version"] == "2023-06-01" and "alt-version" not in headers
+    assert "anthropic-beta" not in headers
+
+
+async def test_beta_only_fields_are_dropped_on_conversion(gateway, openai_upstream):
+    wired = await chat_channel(gateway, openai_upstream)
+    await sdk(gateway, wired.key).messages.create(
+        model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
+        extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
+        extra_body={"context_management": {"edits": []}, "output_config": {"effort": "high"},
+                    "thread": {"id": "t1"}},
+    )
+    sent = openai_upstream.last
+    assert not {"context_management", "output_config", "thread"} & set(sent.json())
+    assert "anthropic-beta" not in sent.headers and "anthropic-version" not in sent.headers
+
+
+# --- an upstream's refusal of the body -----------------------------------------------------------
+
+
+async def test_upstream_invalid_request_is_the_callers_400_in_messages_shape(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    anthropic_upstream.fail_next(400, error_body("invalid_request_error", "max_tokens: 99999 > 64000"), times=3)
+    for stream in (False, True):
+        async with httpx.AsyncClient(base_url=gateway.url) as http:
+            resp = await http.post("/alt/v1/messages", headers={"x-api-key": wired.key, "anthropic-version": "2023-06-01"},
+                                   json={"model": "claude-haiku-4-5", "max_tokens": 99999, "stream": stream,
+                                         "messages": [{"role": "user", "content": "hi"}]})
+        assert resp.status_code == 400
+        assert resp.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                          "message": "max_tokens: 99999 > 64000"}}
+    assert len(anthropic_upstream.requests) == 2  # one attempt per call: no retry
+
+
+async def test_upstream_invalid_request_is_not_failed_over_and_uses_chat_shape(gateway, openai_upstream):
+    first = await gateway.wire(openai_upstream.base_url, ["gpt-test"], name="first")
+    second = await gateway.services.channels.create("second", first.provider_id, models=["gpt-test"], priority=1)
+    await gateway.services.applications.authorize_channel(first.app_id, second.id)
+    await gateway.runtime.refresh()
+    openai_upstream.fail_next(400, {"error": {"message": "Invalid 'messages[0].content': string too long.",
+                                              "type": "invalid_request_error", "param": None,
+                                              "code": "string_above_max_length"}})
+    client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=first.key, max_retries=0)
+    with pytest.raises(Exception) as caught:
+        await client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "x"}])
+    assert caught.value.status_code == 400
+    assert caught.value.response.json() == {"error": {
+        "message": "Invalid 'messages[0].content': string too long.", "type": "invalid_request_error",
+        "code": "invalid_request"}}
+    assert len(openai_upstream.requests) == 1
+
+
+async def test_refusal_quoting_the_upstream_key_never_shows_it(gateway, anthropic_upstream):
+    wired = await native(gateway, anthropic_upstream)
+    anthropic_upstream.fail_next(400, error_body("invalid_request_error", f"bad request for key {API_KEY}"))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(gateway, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=5,
+                                                       messages=[{"role": "user", "content": "hi"}])
+    assert API_KEY not in caught.value.response.text and "[redacted]" in caught.value.response.text
+
+
+# --- HEAD /alt ---------------------------------------------------------------------------------------
+
+
+async def test_head_alt_answers_200(gateway):
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        for path in ("/alt", "/alt/"):
+            assert (await http.head(path)).status_code == 200
+
+
+# --- response model: always the client's id ---------------------------------------------------------
+
+
+async def test_pass_through_answers_with_the_clients_model_id(gateway, anthropic_upstream):
+    # The upstream answers with its dated snapshot name; the gateway id is an alias of it.
+    wired = await native(gateway, anthropic_upstream, model="team-claude", upstream_model="claude-haiku-4-5")
+    client = sdk(gateway, wired.key)
+    msg = await client.messages.create(model="team-claude", max_tokens=20,
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert msg.model == "team-claude"
+    async with client.messages.stream(model="team-claude", max_tokens=20,
+                                      messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = await stream.get_final_message()
+    assert final.model == "team-claude" and final.content[0].text == "Echo: hi"
+
+
+async def test_chat_pass_through_answers_with_the_clients_model_id(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
+    resp = await client.chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": "hi"}])
+    assert resp.model == "gpt-test"
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        raw = await http.post("/v1/chat/completions", headers={"authorization": f"Bearer {wired.key}"},
+                              json={"model": "gpt-test", "stream": True,
+                                    "messages": [{"role": "user", "content": "one two three"}]})
+    chunks = [orjson.loads(line[6:]) for line in raw.text.splitlines()
+              if line.startswith("data: {")]
+    assert len(chunks) > 3 and {c["model"] for c in chunks} == {"gpt-test"}
+    assert "2025-08-07" not in raw.text
