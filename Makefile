@@ -9,7 +9,7 @@ CONSOLE := modelgate/console/web
 
 CLIENTS := tests/clients
 
-.PHONY: run test install console system-deps clients bench clean
+.PHONY: run test install console system-deps clients agent-clis bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,6 +60,18 @@ system-deps:
 		fi; \
 	fi
 
+# Coding-agent CLIs the end-to-end tests drive (tests/agents/package.json, pinned by its lock file;
+# Claude Code's npm package brings its native binary as a platform package). Without the npm
+# registry the install fails softly and those tests skip, saying why.
+AGENTS := tests/agents
+AGENTS_MODULES := $(AGENTS)/node_modules/.package-lock.json
+
+agent-clis: $(AGENTS_MODULES)
+
+$(AGENTS_MODULES): $(AGENTS)/package.json $(AGENTS)/package-lock.json
+	@cd $(AGENTS) && (npm ci --no-audit --no-fund --loglevel=error \
+		|| echo "note: npm could not install $(AGENTS): the Claude Code end-to-end tests will skip")
+
 # Without npm the gateway still starts, without the console (it says so).
 run: install
 	@if command -v npm >/dev/null 2>&1; then \
@@ -69,7 +81,7 @@ run: install
 	fi
 	$(VENV)/bin/modelgate serve
 
-test: install console system-deps clients
+test: install console system-deps clients agent-clis
 	$(PY) -m pytest
 
 bench: install
@@ -77,4 +89,4 @@ bench: install
 
 # Build outputs only: data/ holds the database and the encryption key and is never deleted here.
 clean:
-	rm -rf $(VENV) $(CONSOLE)/node_modules $(CLIENTS)/node_modules modelgate/console/dist
+	rm -rf $(VENV) $(CONSOLE)/node_modules $(CLIENTS)/node_modules modelgate/console/dist $(AGENTS)/node_modules

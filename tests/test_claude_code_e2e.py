@@ -1,0 +1,161 @@
+"""The real Claude Code CLI (npm `@anthropic-ai/claude-code`, installed by `make agent-clis` from
+tests/agents/package.json) against the gateway, as a user would run it:
+`ANTHROPIC_BASE_URL={gateway}/alt` and a gateway key, nothing else.
+
+A scripted upstream makes the agent write a file, run a command, then finish. Once on an
+`anthropic`-kind channel with the CLI's default model (pass-through), once on a chat-completions
+channel with a model name the CLI does not know (conversion). Each run is bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply
+from tests.fakes.openai_upstream import FakeOpenAI
+
+CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "claude"
+# The default model of the pinned CLI release (tests/agents/package.json), seen in its first request.
+DEFAULT_MODEL = "claude-opus-5-5"
+RUN_LIMIT_S = 240
+PROMPT = "Write hello.txt saying hello from the gateway, then count its bytes into count.txt."
+CONTENT = "hello from the gateway\n"
+
+pytestmark = pytest.mark.skipif(
+    not os.access(CLI, os.X_OK),
+    reason=f"Claude Code CLI not installed at {CLI} (run `make agent-clis`; it needs the npm registry)")
+
+
+def _agent_turn(tools: set[str], results: int, workdir: Path) -> tuple[str | None, list[tuple[str, dict]]]:
+    """The script: write the file, run a command, finish. Side requests (titles, summaries) get text."""
+    if not {"Write", "Bash"} <= tools:
+        return "ok", []
+    if results == 0:
+        return "I will write the file.", [("Write", {"file_path": str(workdir / "hello.txt"), "content": CONTENT})]
+    if results == 1:
+        return "Now I count its bytes.", [("Bash", {"command": "wc -c < hello.txt > count.txt",
+                                                    "description": "Count the bytes of the file"})]
+    return "Task complete: hello.txt written and counted.", []
+
+
+def _tool_results(messages: list[dict[str, Any]]) -> int:
+    count = 0
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "tool":
+            count += 1
+        elif isinstance(content, list):
+            count += sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_result")
+    return count
+
+
+class ScriptedAnthropic(FakeAnthropic):
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(models=(DEFAULT_MODEL,))
+        self.workdir = workdir
+
+    def _auto_reply(self, body: dict[str, Any]) -> Reply:
+        text, calls = _agent_turn({t.get("name") for t in body.get("tools") or []},
+                                  _tool_results(body["messages"]), self.workdir)
+        return Reply(text=text, tool_uses=calls)
+
+
+class ScriptedOpenAI(FakeOpenAI):
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(models=("gpt-test",))
+        self.workdir = workdir
+
+    def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
+        names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
+        text, calls = _agent_turn(names, _tool_results(body["messages"]), self.workdir)
+        tool_calls = [{"id": f"call_{i}_{name}", "type": "function",
+                       "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
+                      for i, (name, args) in enumerate(calls)]
+        return text, tool_calls, "tool_calls" if tool_calls else "stop"
+
+
+async def run_claude(gateway_url: str, key: str, workdir: Path, home: Path, model: str | None) -> list[dict]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
+    env.update({
+        "HOME": str(home),
+        "ANTHROPIC_BASE_URL": f"{gateway_url}/alt",
+        "ANTHROPIC_API_KEY": key,
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    })
+    args = [str(CLI), "-p", PROMPT, "--output-format", "stream-json", "--verbose",
+            "--allowedTools", "Write,Bash", "--max-turns", "6"]
+    if model:
+        args += ["--model", model]
+    proc = await asyncio.create_subprocess_exec(*args, cwd=workdir, env=env, stdin=asyncio.subprocess.DEVNULL,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), RUN_LIMIT_S)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        pytest.fail(f"Claude Code did not finish within {RUN_LIMIT_S} s")
+    events = [orjson.loads(line) for line in out.splitlines() if line.startswith(b"{")]
+    assert proc.returncode == 0, f"exit {proc.returncode}: {err.decode()[-2000:]} {events[-1:]}"
+    return events
+
+
+def assert_task_done(events: list[dict], workdir: Path) -> None:
+    result = events[-1]
+    assert result["type"] == "result" and result["subtype"] == "success" and not result["is_error"], result
+    assert result["result"] == "Task complete: hello.txt written and counted."
+    assert (workdir / "hello.txt").read_text() == CONTENT
+    assert (workdir / "count.txt").read_text().strip() == str(len(CONTENT))
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    workdir, home = tmp_path / "work", tmp_path / "home"
+    workdir.mkdir()
+    home.mkdir()
+    yield workdir, home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
+    workdir, home = dirs
+    upstream = await ScriptedAnthropic(workdir).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [DEFAULT_MODEL], kind="anthropic",
+                                   upstream_keys=(API_KEY,), name="claude")
+        events = await run_claude(gateway.url, wired.key, workdir, home, model=None)
+        assert_task_done(events, workdir)
+        agent_calls = [r for r in upstream.requests if r.path == "/v1/messages"
+                       and {"Write", "Bash"} <= {t.get("name") for t in r.json().get("tools") or []}]
+        assert len(agent_calls) >= 3  # write, run, finish
+        for call in agent_calls:
+            assert "claude-code-20250219" in call.headers["anthropic-beta"]
+            assert call.json()["model"] == DEFAULT_MODEL and wired.key not in call.body.decode()
+    finally:
+        await upstream.close()
+
+
+async def test_claude_code_on_a_chat_completions_channel(gateway, dirs):
+    workdir, home = dirs
+    upstream = await ScriptedOpenAI(workdir).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-coder", "upstream_model": "gpt-test"}])
+        events = await run_claude(gateway.url, wired.key, workdir, home, model="team-coder")
+        assert_task_done(events, workdir)
+        calls = [r.json() for r in upstream.requests if r.path.endswith("/chat/completions")]
+        tools = [c for c in calls if "Write" in {t["function"]["name"] for t in c.get("tools") or []}]
+        assert len(tools) >= 3
+        last = tools[-1]["messages"]
+        assert [m["role"] for m in last if m["role"] == "tool"] == ["tool", "tool"]
+        assert any(m.get("tool_calls") for m in last if m["role"] == "assistant")
+    finally:
+        await upstream.close()
