@@ -13,6 +13,7 @@ from modelgate.config import Settings, load_settings
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
+from modelgate.gateway.messages_extras import MessagesExtras
 from modelgate.gateway.runtime import Runtime
 from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
@@ -42,6 +43,7 @@ class GatewayApp:
         self.server_process = server_process  # owns its process: may tune the collector
         self.runtime = runtime or Runtime(settings)
         self.inference = InferenceHandler(self.runtime)
+        self.extras = MessagesExtras(self.inference)
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
         self.responses = ResponsesCodec()
@@ -66,12 +68,16 @@ class GatewayApp:
                 return await self.inference.infer(scope, receive, send, self.messages)
             if path == "/v1/responses":
                 return await self.inference.infer(scope, receive, send, self.responses)
+            if path == "/alt/v1/messages/count_tokens":
+                return await self.extras.count_tokens(scope, receive, send)
         elif method == "HEAD" and path == "/alt":
             # Claude Code probes its base URL at every start.
             return await send_bytes(send, 200, b"", new_trace_id())
         elif method == "GET":
             if path == "/v1/models":
                 return await self.inference.list_models(scope, receive, send)
+            if path == "/alt/v1/models":
+                return await self.extras.list_models(scope, receive, send)
             if path == "/healthz":  # liveness: the process answers
                 return await send_bytes(send, 200, b'{"status":"ok"}', new_trace_id())
             if path == "/readyz":

@@ -154,7 +154,7 @@ class InferenceHandler:
             key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
             codec.check_headers(headers)
-            body = _parse_json(await read_body(receive, MAX_BODY_BYTES))
+            body = parse_json(await read_body(receive, MAX_BODY_BYTES))
             model, stream = codec.validate(body, headers)
             record.model, record.stream = model, stream
             routes, exists = self.rt.snapshot.routes_for(app, model)
@@ -477,7 +477,7 @@ def _note_route(record: CallRecord, ctx: CallContext) -> None:
         record.provider_kind = ctx.route.provider_kind
 
 
-def _parse_json(raw: bytes) -> Any:
+def parse_json(raw: bytes) -> Any:
     try:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:

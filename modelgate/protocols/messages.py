@@ -327,6 +327,23 @@ def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]
         raise _bad("max_tokens: Field required")
     if not _is_int(max_tokens) or max_tokens < 1:
         raise _bad("max_tokens: must be a positive integer")
+    return model, _check_common(body)
+
+
+def validate_count(body: Any, beta_names: list[str] | None = None) -> str:
+    """A `count_tokens` body: like a message request without `max_tokens`; returns the model."""
+    if not isinstance(body, dict):
+        raise _bad("Request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("model: Field required (a non-empty string)" if model is None else "model: must be a non-empty string")
+    _check_messages(body.get("messages"), allows_mid_conversation_system(beta_names or []))
+    _check_common(body)
+    return model
+
+
+def _check_common(body: dict[str, Any]) -> bool:
+    """The optional fields both request kinds share; returns `stream`."""
     _check_system(body.get("system"))
     for key in ("temperature", "top_p"):
         if body.get(key) is not None and not _is_number(body[key]):
@@ -351,7 +368,7 @@ def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]
             raise _bad("metadata: must be an object")
         if metadata.get("user_id") is not None and not isinstance(metadata["user_id"], str):
             raise _bad("metadata.user_id: must be a string")
-    return model, stream
+    return stream
 
 
 def check_version(headers: Headers) -> None:
@@ -480,7 +497,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         model=body["model"],
         messages=messages,
         system=system_list,
-        max_tokens=body["max_tokens"],
+        max_tokens=body.get("max_tokens"),  # absent on count_tokens
         temperature=body.get("temperature"),
         top_p=body.get("top_p"),
         top_k=body.get("top_k"),

@@ -418,6 +418,17 @@ class AnthropicMessagesAdapter:
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
                                forward(body, {"model": upstream_model}))
 
+    def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
+                             client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+        """The vendor's own count (`POST /v1/messages/count_tokens`), the client body as is."""
+        forwarded = dict(body)
+        forwarded["model"] = upstream_model
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages/count_tokens",
+                               _headers(endpoint, client_headers), orjson.dumps(forwarded))
+
+    def parse_count(self, body: bytes) -> int:
+        return orjson.loads(body)["input_tokens"]
+
     def parse_response(self, body: bytes) -> ChatResponse:
         return parse_message(orjson.loads(body))
 

@@ -299,6 +299,19 @@ class BedrockAdapter:
                    "accept": "application/vnd.amazon.eventstream" if req.stream else "application/json"}
         return UpstreamRequest("POST", url, self._sign("POST", url, body, endpoint, "bedrock", headers), body)
 
+    def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        """CountTokens (`POST /model/{id}/count-tokens`) over the Converse form of the request."""
+        base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
+        url = str(URL(f"{base}/model/{quote(upstream_model, safe='')}/count-tokens"))
+        converse = {k: v for k, v in build_body(req).items()
+                    if k in ("messages", "system", "toolConfig", "additionalModelRequestFields")}
+        body = orjson.dumps({"input": {"converse": converse}})
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        return UpstreamRequest("POST", url, self._sign("POST", url, body, endpoint, "bedrock", headers), body)
+
+    def parse_count(self, body: bytes) -> int:
+        return orjson.loads(body)["inputTokens"]
+
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)
         parts: list[TextPart | ThinkingPart | ToolCall] = []

@@ -355,6 +355,16 @@ class GeminiAdapter:
         return UpstreamRequest("POST", self._url(endpoint, upstream_model, method), headers,
                                orjson.dumps(build_body(req, endpoint.options)))
 
+    def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        """`models/{model}:countTokens` over the whole request (system and tools included)."""
+        model = "models/" + upstream_model.removeprefix("models/")
+        body = {"generateContentRequest": {"model": model, **build_body(req)}}
+        return UpstreamRequest("POST", self._url(endpoint, upstream_model, "countTokens"), self._headers(endpoint),
+                               orjson.dumps(body))
+
+    def parse_count(self, body: bytes) -> int:
+        return orjson.loads(body)["totalTokens"]
+
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)
         candidate = (data.get("candidates") or [{}])[0]

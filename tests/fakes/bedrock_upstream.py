@@ -139,11 +139,20 @@ class FakeBedrock(FakeUpstream):
             return denied
         model_id = unquote(request.match_info["model_id"])
         action = request.match_info["action"]
-        if action not in ("converse", "converse-stream"):
+        if action not in ("converse", "converse-stream", "count-tokens"):
             return aws_error(404, "UnknownOperationException", "")
         if model_id not in self.models:
             return aws_error(400, "ValidationException", "The provided model identifier is invalid.")
         body = orjson.loads(body_raw)
+        if action == "count-tokens":
+            # CountTokens (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_CountTokens.html):
+            # {input: {converse: {messages, system, toolConfig}}} -> {inputTokens}
+            converse = (body.get("input") or {}).get("converse")
+            if not isinstance(converse, dict) or not converse.get("messages") or set(converse) - {
+                    "messages", "system", "toolConfig", "additionalModelRequestFields"}:
+                return aws_error(400, "ValidationException", "Malformed input request.")
+            self.counted = converse
+            return json_response({"inputTokens": len(orjson.dumps(converse)) // 4})
         if not body.get("messages") or body["messages"][0]["role"] != "user":
             return aws_error(400, "ValidationException", "A conversation must start with a user message.")
         roles = [m["role"] for m in body["messages"]]

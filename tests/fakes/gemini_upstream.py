@@ -87,6 +87,15 @@ class FakeGemini(FakeUpstream):
         if (denied := self._auth(request)) is not None:
             return denied
         model, _, method = request.match_info["target"].partition(":")
+        if method == "countTokens" and model in self.models:
+            # https://ai.google.dev/api/tokens#method:-models.counttokens: `contents` or a whole
+            # `generateContentRequest` (system instruction and tools counted too) -> {totalTokens}
+            body = orjson.loads(await request.read())
+            whole = body.get("generateContentRequest")
+            if not (whole or body.get("contents")) or (whole and whole.get("model") != f"models/{model}"):
+                return json_response(google_error(400, "INVALID_ARGUMENT", "Invalid countTokens request."), 400)
+            self.counted = whole or body
+            return json_response({"totalTokens": len(orjson.dumps(whole or body)) // 4})
         if method not in ("generateContent", "streamGenerateContent"):
             return json_response(google_error(404, "NOT_FOUND", "Method not found."), 404)
         if model not in self.models:

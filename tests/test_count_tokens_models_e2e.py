@@ -1,0 +1,191 @@
+"""`POST /alt/v1/messages/count_tokens` and `GET /alt/v1/models` (issue 10 items 3 and 4), through the
+official anthropic SDK (`messages.count_tokens`, `models.list`) and raw HTTP."""
+
+from __future__ import annotations
+
+import anthropic
+import httpx
+import pytest
+from anthropic import AsyncAnthropic
+from sqlalchemy import select
+
+from modelgate.gateway import token_estimate
+from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+from modelgate.providers.bedrock import BedrockAdapter
+from modelgate.providers.gemini import GeminiAdapter
+from modelgate.storage.models import CallLog, ModelInstance
+from tests.fakes.anthropic_upstream import API_KEY, error_body
+from tests.fakes.bedrock_upstream import FakeBedrock
+from tests.fakes.gemini_upstream import FakeGemini
+from tests.fakes.upstream_base import send
+
+TOOLS = [{"name": "Bash", "description": "Run a shell command",
+          "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
+SYSTEM = "You are a coding agent. " * 20
+MESSAGES = [{"role": "user", "content": "hello world"}]
+
+
+def sdk(gateway, key: str) -> AsyncAnthropic:
+    return AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=key, max_retries=0)
+
+
+async def count_raw(gateway, key: str, body: dict, **headers: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        return await http.post("/alt/v1/messages/count_tokens", json=body,
+                               headers={"x-api-key": key, "anthropic-version": "2023-06-01", **headers})
+
+
+async def call_log_rows(gateway) -> list[CallLog]:
+    await gateway.runtime.writer.flush()
+    async with gateway.runtime.db.session() as s:
+        return list((await s.scalars(select(CallLog))).all())
+
+
+# --- the provider's own count ---------------------------------------------------------------------
+
+
+async def test_anthropic_channel_uses_the_vendor_count_endpoint(gateway, anthropic_upstream):
+    wired = await gateway.wire(anthropic_upstream.base_url, [{"model_id": "team-claude",
+                                                             "upstream_model": "claude-haiku-4-5"}],
+                               kind="anthropic", upstream_keys=(API_KEY,), name="claude")
+    client = sdk(gateway, wired.key)
+    result = await client.messages.count_tokens(
+        model="team-claude", system=SYSTEM, messages=MESSAGES, tools=TOOLS,
+        extra_headers={"anthropic-beta": "claude-code-20250219"})
+    sent = anthropic_upstream.last
+    assert sent.path == "/v1/messages/count_tokens"
+    assert sent.json() == {"model": "claude-haiku-4-5", "system": SYSTEM, "messages": MESSAGES, "tools": TOOLS}
+    assert sent.headers["anthropic-beta"] == "claude-code-20250219"
+    assert sent.headers["x-api-key"] == API_KEY
+    raw = await count_raw(gateway, wired.key, {"model": "team-claude", "system": SYSTEM, "messages": MESSAGES,
+                                               "tools": TOOLS})
+    assert raw.json() == {"input_tokens": result.input_tokens} and result.input_tokens > 0
+    assert raw.headers["x-modelgate-token-count"] == "provider"
+    assert await call_log_rows(gateway) == []  # not inference usage
+
+
+async def test_a_count_404_falls_back_to_an_estimate_and_never_deprecates_the_model(gateway, anthropic_upstream):
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    # A messages-compatible provider without the count route answers 404 (no model in the text).
+    anthropic_upstream.fail_next(404, error_body("not_found_error", "Not Found"), times=5)
+    for _ in range(5):
+        raw = await count_raw(gateway, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
+        assert raw.json()["input_tokens"] > 0
+    async with gateway.runtime.db.session() as s:
+        states = {m.state for m in (await s.scalars(select(ModelInstance))).all()}
+    assert states == {"ACTIVE"}
+    msg = await sdk(gateway, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=5, messages=MESSAGES)
+    assert msg.content[0].text.startswith("Echo")
+
+
+async def test_count_refused_by_the_upstream_is_the_callers_400(gateway, anthropic_upstream):
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    anthropic_upstream.fail_next(400, error_body("invalid_request_error", "tools.0.name: String should match"))
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(gateway, wired.key).messages.count_tokens(model="claude-haiku-4-5", messages=MESSAGES)
+    assert caught.value.response.json()["error"] == {"type": "invalid_request_error",
+                                                     "message": "tools.0.name: String should match"}
+
+
+async def test_gemini_channel_uses_count_tokens(gateway):
+    fake = await FakeGemini().start()
+    try:
+        wired = await gateway.wire(fake.base_url, ["gemini-2.5-flash"], kind="gemini", upstream_keys=(fake.api_key,),
+                                   name="gemini")
+        raw = await count_raw(gateway, wired.key, {"model": "gemini-2.5-flash", "system": SYSTEM,
+                                                   "messages": MESSAGES, "tools": TOOLS})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "provider"
+        counted = fake.counted
+        assert counted["model"] == "models/gemini-2.5-flash"
+        assert counted["systemInstruction"] and counted["tools"] and counted["contents"]
+        assert raw.json()["input_tokens"] > 0
+    finally:
+        await fake.close()
+
+
+async def test_bedrock_count_tokens_request_is_signed_and_counts_system_and_tools():
+    fake = await FakeBedrock().start()
+    try:
+        adapter = BedrockAdapter()
+        from modelgate.providers.base import Endpoint
+
+        endpoint = Endpoint("p1:k1", 1, 1, "aws-bedrock", fake.base_url, fake.key, {"region": fake.region})
+        req = ChatRequest("m", [Message("user", [TextPart("hello")])], system=["sys"], max_tokens=10,
+                          tools=[Tool("Bash", "Run", {"type": "object", "properties": {}})])
+        status, _, body = await send(adapter.count_request(req, fake.models[0], endpoint))
+        assert status == 200, body
+        assert adapter.parse_count(body) > 0
+        assert set(fake.counted) == {"messages", "system", "toolConfig"}
+    finally:
+        await fake.close()
+
+
+# --- the local estimate ---------------------------------------------------------------------------
+
+
+async def test_chat_channel_counts_with_a_local_tokenizer(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, [{"model_id": "coder", "upstream_model": "gpt-test"}])
+    client = sdk(gateway, wired.key)
+    bare = (await client.messages.count_tokens(model="coder", messages=MESSAGES)).input_tokens
+    with_system = (await client.messages.count_tokens(model="coder", system=SYSTEM, messages=MESSAGES)).input_tokens
+    with_all = (await client.messages.count_tokens(model="coder", system=SYSTEM, messages=MESSAGES,
+                                                   tools=TOOLS)).input_tokens
+    # "hello world" is 2 tokens in o200k_base; 3 framing tokens per message and 3 for the reply.
+    assert bare == 2 + 3 + 3
+    o200k = token_estimate._encoding("o200k_base")
+    assert o200k.encode_ordinary("hello world") == [24912, 2375]  # as bpe-openai's own Rust tokenizer gives them
+    assert with_system - bare == len(o200k.encode_ordinary(SYSTEM)) + 3
+    assert with_all > with_system + 20
+    raw = await count_raw(gateway, wired.key, {"model": "coder", "messages": MESSAGES})
+    assert raw.headers["x-modelgate-token-count"] == "estimate"
+    assert openai_upstream.requests == []  # counting costs no upstream call
+
+
+def test_encoding_per_model_family():
+    assert token_estimate.encoding_name("gpt-4-turbo") == "cl100k_base"
+    assert token_estimate.encoding_name("gpt-3.5-turbo") == "cl100k_base"
+    for model in ("gpt-4o-mini", "gpt-4.1", "o3", "gpt-5", "openai/gpt-5-mini", "llama-3.3-70b"):
+        assert token_estimate.encoding_name(model) == "o200k_base"
+
+
+# --- same key, application and channel rules as inference ---------------------------------------------
+
+
+async def test_count_tokens_auth_and_routing_rules(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    hidden = await gateway.wire(openai_upstream.base_url, ["gpt-other"], name="other", authorise=False)
+    body = {"model": "gpt-test", "messages": MESSAGES}
+    assert (await count_raw(gateway, "nope", body)).json() == {"code": "UNAUTHORIZED", "message": "Invalid API key"}
+    denied = await count_raw(gateway, wired.key, {"model": "gpt-other", "messages": MESSAGES})
+    assert denied.status_code == 403 and denied.json()["code"] == "ACCESS_DENIED"
+    missing = await count_raw(gateway, wired.key, {"model": "nope", "messages": MESSAGES})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    bad = await count_raw(gateway, wired.key, {"model": "gpt-test"})
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+    assert hidden.key != wired.key
+
+
+# --- GET /alt/v1/models ------------------------------------------------------------------------------
+
+
+async def test_models_list_in_the_messages_shape(gateway, openai_upstream, anthropic_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test", "coder-b", "coder-a"])
+    await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                       upstream_keys=(API_KEY,), name="claude", authorise=False)
+    client = sdk(gateway, wired.key)
+    models = [m async for m in client.models.list(limit=2)]  # the SDK follows has_more / last_id
+    assert [m.id for m in models] == ["coder-a", "coder-b", "gpt-test"]
+    assert all(m.type == "model" and m.display_name == m.id and m.created_at.year >= 2024 for m in models)
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        page = (await http.get("/alt/v1/models", params={"limit": 2}, headers={"x-api-key": wired.key})).json()
+        assert page["has_more"] is True and (page["first_id"], page["last_id"]) == ("coder-a", "coder-b")
+        assert set(page["data"][0]) == {"type", "id", "display_name", "created_at"}
+        last = (await http.get("/alt/v1/models", params={"after_id": "coder-b"},
+                               headers={"x-api-key": wired.key})).json()
+        assert [m["id"] for m in last["data"]] == ["gpt-test"] and last["has_more"] is False
+        assert (await http.get("/alt/v1/models")).status_code == 401
+        same = (await http.get("/v1/models", headers={"authorization": f"Bearer {wired.key}"})).json()
+    assert sorted(m["id"] for m in same["data"]) == [m.id for m in models]  # the same visibility rule
