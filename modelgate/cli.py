@@ -553,7 +553,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", required=True)
     p.add_argument("--provider", required=True, metavar="NAME_OR_ID")
     p.add_argument("--model", action="append", metavar="ID[=UPSTREAM]", help="model served (repeatable)")
-    p.add_argument("--capability", action="append", choices=["streaming", "functionCalling", "vision"],
+    p.add_argument("--capability", action="append", choices=["streaming", "functionCalling", "vision", "reasoning"],
                    help="capability of the given models (repeatable; default streaming)")
     p.add_argument("--priority", type=int, default=0, help="lower is tried first")
     p.add_argument("--weight", type=int, default=1, help="share within one priority")
@@ -565,7 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--channel", required=True, metavar="NAME_OR_ID")
         p.add_argument("--model", action="append", required=True, metavar="ID[=UPSTREAM]" if name == "add-model" else "ID")
         if name == "add-model":
-            p.add_argument("--capability", action="append", choices=["streaming", "functionCalling", "vision"])
+            p.add_argument("--capability", action="append", choices=["streaming", "functionCalling", "vision", "reasoning"])
 
     models = group("model", "model instances and their lifecycle state")
     p = cmd(models, "list", model_list, "list model instances")

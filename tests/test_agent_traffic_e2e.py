@@ -215,3 +215,135 @@ async def test_chat_pass_through_answers_with_the_clients_model_id(gateway, open
               if line.startswith("data: {")]
     assert len(chunks) > 3 and {c["model"] for c in chunks} == {"gpt-test"}
     assert "2025-08-07" not in raw.text
+
+
+# --- reasoning models behind chat-completions providers -------------------------------------------
+
+
+async def test_openai_reasoning_model_gets_max_completion_tokens_and_effort(gateway):
+    from tests.fakes.openai_upstream import FakeOpenAI
+
+    upstream = await FakeOpenAI(models=("o4-mini", "gpt-5-mini", "gpt-test")).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, ["o4-mini", "gpt-5-mini", "gpt-test"], kind="openai")
+        client = sdk(gateway, wired.key)
+        msg = await client.messages.create(
+            model="o4-mini", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            thinking={"type": "enabled", "budget_tokens": 31999}, extra_body={"temperature": 0.5})
+        assert msg.content[-1].text == "Echo: hi"  # the fake refuses max_tokens for reasoning models
+        sent = upstream.last.json()
+        assert sent["max_completion_tokens"] == 100 and sent["reasoning_effort"] == "high"
+        assert "max_tokens" not in sent and "temperature" not in sent
+        await client.messages.create(  # Claude Code's form: adaptive thinking and output_config.effort
+            model="gpt-5-mini", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            thinking={"type": "adaptive"}, extra_body={"output_config": {"effort": "low"}})
+        sent = upstream.last.json()
+        assert (sent["max_completion_tokens"], sent["reasoning_effort"]) == (100, "low")
+        await client.messages.create(model="gpt-test", max_tokens=100, extra_body={"temperature": 0.5},
+                                     messages=[{"role": "user", "content": "hi"}],
+                                     thinking={"type": "enabled", "budget_tokens": 2000})
+        sent = upstream.last.json()  # not a reasoning model: unchanged
+        assert (sent["max_tokens"], sent["temperature"]) == (100, 0.5)
+        assert "max_completion_tokens" not in sent and "reasoning_effort" not in sent
+    finally:
+        await upstream.close()
+
+
+async def test_reasoning_capability_marks_a_model_instance_by_name_unknown(gateway):
+    from tests.fakes.openai_upstream import FakeOpenAI
+
+    upstream = await FakeOpenAI(models=("corp-reasoner",)).start()
+    upstream.reasoning_models = {"corp-reasoner"}
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "thinker", "upstream_model": "corp-reasoner",
+                                                        "capabilities": ["streaming", "reasoning"]}])
+        await sdk(gateway, wired.key).messages.create(model="thinker", max_tokens=64,
+                                                       messages=[{"role": "user", "content": "hi"}])
+        assert upstream.last.json()["max_completion_tokens"] == 64
+    finally:
+        await upstream.close()
+
+
+async def test_azure_reasoning_deployment_uses_an_api_version_that_serves_it(gateway):
+    from tests.fakes.azure_upstream import FakeAzure
+
+    upstream = await FakeAzure(deployments={"prod-gpt4o": "gpt-4o-2024-08-06", "o4-mini": "o4-mini",
+                                            "team-reasoner": "o3-mini"}).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [
+            "prod-gpt4o", "o4-mini",
+            {"model_id": "reasoner", "upstream_model": "team-reasoner", "capabilities": ["reasoning"]}],
+            kind="azure-openai", upstream_keys=("az-key-1",))
+        client = sdk(gateway, wired.key)
+        for model in ("o4-mini", "reasoner", "prod-gpt4o"):
+            msg = await client.messages.create(model=model, max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+            assert msg.model == model and msg.content[0].text == "Echo: hi"
+        versions = [r.query["api-version"] for r in upstream.requests]
+        assert versions == ["2025-04-01-preview", "2025-04-01-preview", "2024-10-21"]
+    finally:
+        await upstream.close()
+
+
+# --- vendor-defined client tools on conversion ------------------------------------------------------
+
+
+async def test_vendor_client_tools_become_function_tools_on_chat_upstreams(gateway, openai_upstream):
+    wired = await chat_channel(gateway, openai_upstream)
+    tools = [{"type": "bash_20250124", "name": "bash"},
+             {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 10000}]
+    msg = await sdk(gateway, wired.key).messages.create(
+        model="claude-sonnet-4-5", max_tokens=100, tools=tools,
+        messages=[{"role": "user", "content": "call tool please"}])
+    sent = {t["function"]["name"]: t["function"] for t in openai_upstream.last.json()["tools"]}
+    assert set(sent) == {"bash", "str_replace_based_edit_tool"}
+    assert set(sent["bash"]["parameters"]["properties"]) == {"command", "restart"}
+    editor = sent["str_replace_based_edit_tool"]["parameters"]
+    assert editor["required"] == ["command", "path"]
+    assert editor["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert"]
+    assert {b.name for b in msg.content if b.type == "tool_use"} == {"bash", "str_replace_based_edit_tool"}
+
+
+async def test_computer_use_tool_is_refused_on_conversion(gateway, openai_upstream):
+    wired = await chat_channel(gateway, openai_upstream)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(gateway, wired.key).messages.create(
+            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            tools=[{"type": "computer_20250124", "name": "computer", "display_width_px": 1024,
+                    "display_height_px": 768}])
+    assert "computer_20250124" in caught.value.response.json()["error"]["message"]
+    assert openai_upstream.requests == []
+
+
+# --- prompt-cache usage both ways -----------------------------------------------------------------
+
+
+async def test_cached_prompt_tokens_reach_a_messages_client_and_the_call_log(gateway, openai_upstream):
+    from sqlalchemy import select
+
+    from modelgate.storage.models import CallLog
+
+    wired = await chat_channel(gateway, openai_upstream)
+    openai_upstream.cached_tokens = 1024
+    client = sdk(gateway, wired.key)
+    msg = await client.messages.create(model="claude-sonnet-4-5", max_tokens=20,
+                                       messages=[{"role": "user", "content": "hi"}])
+    assert msg.usage.cache_read_input_tokens == 1024
+    async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=20,
+                                      messages=[{"role": "user", "content": "hi"}]) as stream:
+        final = await stream.get_final_message()
+    assert final.usage.cache_read_input_tokens == 1024
+    await gateway.runtime.writer.flush()
+    async with gateway.runtime.db.session() as s:
+        rows = (await s.scalars(select(CallLog).order_by(CallLog.id))).all()
+    assert [(r.cache_read_tokens, r.prompt_tokens - r.cache_read_tokens == msg.usage.input_tokens)
+            for r in rows] == [(1024, True), (1024, True)]
+
+
+async def test_cache_usage_of_a_messages_upstream_reaches_a_chat_client(gateway, anthropic_upstream):
+    from tests.fakes.anthropic_upstream import Reply
+
+    wired = await native(gateway, anthropic_upstream)
+    anthropic_upstream.reply_next(Reply(text="hi", input_tokens=10, output_tokens=2, cache_read_input_tokens=500))
+    client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
+    resp = await client.chat.completions.create(model="claude-haiku-4-5", messages=[{"role": "user", "content": "x"}])
+    assert resp.usage.prompt_tokens == 510 and resp.usage.prompt_tokens_details.cached_tokens == 500

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from modelgate.services import views
 
 Role = Literal["ADMIN", "USER"]
-Capability = Literal["streaming", "functionCalling", "vision"]
+Capability = Literal["streaming", "functionCalling", "vision", "reasoning"]
 ModelState = Literal["ACTIVE", "DEPRECATED", "DISABLED"]
 
 
@@ -351,6 +351,8 @@ class CallLogOut(BaseModel):
     promptTokens: int
     completionTokens: int
     totalTokens: int
+    cacheReadTokens: int
+    cacheWriteTokens: int
     clientIp: str | None
 
     @classmethod
@@ -360,7 +362,8 @@ class CallLogOut(BaseModel):
                    protocol=r.protocol, model=r.model, stream=r.stream, status=r.status, errorCode=r.error_code,
                    latencyMs=r.latency_ms, firstByteMs=r.first_byte_ms, attempts=r.attempts,
                    promptTokens=r.prompt_tokens, completionTokens=r.completion_tokens,
-                   totalTokens=r.prompt_tokens + r.completion_tokens, clientIp=r.client_ip)
+                   totalTokens=r.prompt_tokens + r.completion_tokens, cacheReadTokens=r.cache_read_tokens,
+                   cacheWriteTokens=r.cache_write_tokens, clientIp=r.client_ip)
 
 
 class EventOut(BaseModel):

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 BUILTIN_FILE = Path(__file__).with_name("plans.yaml")
 CATALOG_FILE_ENV = "MODELGATE_CATALOG_FILE"
 
-Capability = Literal["streaming", "functionCalling", "vision"]
+Capability = Literal["streaming", "functionCalling", "vision", "reasoning"]
 CAPABILITIES: tuple[str, ...] = ("streaming", "functionCalling", "vision")
 PlanType = Literal["PAY_AS_YOU_GO", "BATCH", "FREE", "ENTERPRISE", "SELF_HOSTED"]
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -171,7 +172,7 @@ class InferenceHandler:
             else:
                 payload, usage = await self.rt.executor.run(ctx, routes, call.complete)
                 _note_route(record, ctx)
-                record.prompt_tokens, record.completion_tokens = usage.input_tokens, usage.output_tokens
+                _note_usage(record, usage)
                 record.status = 200
                 await send_bytes(send, 200, payload, trace_id)
         except GatewayError as err:
@@ -238,8 +239,7 @@ class InferenceHandler:
             if watch is not None:
                 watch.close()
             handle.response.close()
-            record.prompt_tokens = handle.usage.input_tokens
-            record.completion_tokens = handle.usage.output_tokens
+            _note_usage(record, handle.usage)
 
 
 class _Call:
@@ -272,6 +272,8 @@ class _Call:
             ir = self.ir()
             if not getattr(adapter, "positional_system", False):
                 ir = ir.with_system_hoisted()
+            if "reasoning" in route.capabilities:
+                ir = dataclasses.replace(ir, reasoning_model=True)
             req = adapter.build_request(ir, route.upstream_model, endpoint)
         return adapter, req, native
 
@@ -468,6 +470,11 @@ def _error_type(name: str) -> ErrorType:
         return ErrorType(name)
     except ValueError:
         return ErrorType.UNKNOWN_ERROR
+
+
+def _note_usage(record: CallRecord, usage: Usage) -> None:
+    record.prompt_tokens, record.completion_tokens = usage.input_tokens, usage.output_tokens
+    record.cache_read_tokens, record.cache_write_tokens = usage.cache_read_tokens, usage.cache_write_tokens
 
 
 def _note_route(record: CallRecord, ctx: CallContext) -> None:

@@ -145,6 +145,10 @@ class ChatRequest:
     user: str | None = None
     stream: bool = False
     reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh (Responses `reasoning.effort`)
+    # Effort derived from a messages client's thinking budget or effort: sent only to reasoning models.
+    thinking_effort: Literal["low", "medium", "high"] | None = None
+    # The target is a reasoning model (set per model instance); None: the wire format decides by name.
+    reasoning_model: bool | None = None
 
     def with_system_hoisted(self) -> "ChatRequest":
         """This request with positional system turns appended to `system`, in order: the closest

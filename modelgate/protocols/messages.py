@@ -302,6 +302,55 @@ def _is_custom_tool(tool: dict[str, Any]) -> bool:
     return tool.get("type") in (None, "custom")
 
 
+# Vendor-defined client tools: the client runs them, the vendor only knows their input schema.
+# On conversion they become function tools with that schema, as the vendor documents it
+# (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/bash-tool and .../text-editor-tool).
+_BASH_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "description": "The bash command to run. Required unless the tool is being restarted."},
+        "restart": {"type": "boolean", "description": "Specifying true will restart this tool."},
+    },
+}
+_EDITOR_COMMANDS = ["view", "create", "str_replace", "insert"]
+_EDITOR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "enum": _EDITOR_COMMANDS, "description": "The command to run."},
+        "path": {"type": "string", "description": "Absolute path to the file or directory."},
+        "file_text": {"type": "string", "description": "The content of the file to create (`create`)."},
+        "old_str": {"type": "string", "description": "The exact text to replace (`str_replace`)."},
+        "new_str": {"type": "string", "description": "The new text (`str_replace`, `insert`)."},
+        "insert_line": {"type": "integer", "description": "The line after which to insert (`insert`)."},
+        "view_range": {"type": "array", "items": {"type": "integer"},
+                       "description": "[start, end] lines to view; -1 as end means the end of the file (`view`)."},
+    },
+    "required": ["command", "path"],
+}
+_CLIENT_TOOLS = (
+    (re.compile(r"bash_\d{8}"), "Run commands in a bash shell.", _BASH_SCHEMA),
+    # text_editor_20250124 also has `undo_edit`; the later versions dropped it.
+    (re.compile(r"text_editor_20250124|text_editor_2024\d{4}"), "View, create and edit text files.",
+     {**_EDITOR_SCHEMA, "properties": {**_EDITOR_SCHEMA["properties"], "command": {
+         "type": "string", "enum": [*_EDITOR_COMMANDS, "undo_edit"], "description": "The command to run."}}}),
+    (re.compile(r"text_editor_\d{8}"), "View, create and edit text files.", _EDITOR_SCHEMA),
+)
+
+
+def _ir_tool(tool: dict[str, Any], where: str) -> Tool | None:
+    """The IR form of a tool definition; None for a vendor server tool (only the vendor runs it)."""
+    if _is_custom_tool(tool):
+        return Tool(tool["name"], tool.get("description"), tool["input_schema"])
+    kind = str(tool.get("type"))
+    for pattern, description, schema in _CLIENT_TOOLS:
+        if pattern.fullmatch(kind):
+            return Tool(tool["name"], description, schema)
+    if kind.startswith("computer_"):
+        raise _bad(f"{where}: the vendor's computer-use tool ({kind}) needs a model served over the messages "
+                   "protocol; declare it as a custom tool with an input_schema for other models")
+    return None
+
+
 def _check_tool_choice(choice: Any) -> None:
     if not isinstance(choice, dict):
         raise _bad("tool_choice: must be an object such as {type: 'auto'}")
@@ -478,6 +527,25 @@ def _tool_choice(choice: dict[str, Any] | None) -> ToolChoice | None:
     return ToolChoice(kind, parallel=parallel)
 
 
+_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high", "xhigh": "high"}
+
+
+def reasoning_effort(body: dict[str, Any]) -> str | None:
+    """The reasoning effort a request asks for: `output_config.effort` where given, else from
+    `thinking.budget_tokens` (under 4 096: low, under 16 384: medium, else high)."""
+    output_config = body.get("output_config")
+    effort = output_config.get("effort") if isinstance(output_config, dict) else None
+    if isinstance(effort, str) and effort in _EFFORTS:
+        return _EFFORTS[effort]
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if not _is_int(budget):
+        return None
+    return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
+
+
 def to_ir(body: dict[str, Any]) -> ChatRequest:
     system = body.get("system")
     if isinstance(system, str):
@@ -487,11 +555,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
     messages: list[Message] = []
     for i, msg in enumerate(body["messages"]):
         messages.extend(_decode_message(i, msg))
-    tools = [
-        Tool(t["name"], t.get("description"), t["input_schema"])
-        for t in body.get("tools") or []
-        if _is_custom_tool(t)
-    ]
+    tools = [tool for i, t in enumerate(body.get("tools") or []) if (tool := _ir_tool(t, f"tools.{i}")) is not None]
     metadata = body.get("metadata") or {}
     return ChatRequest(
         model=body["model"],
@@ -506,6 +570,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         tool_choice=_tool_choice(body.get("tool_choice")),
         user=metadata.get("user_id"),
         stream=bool(body.get("stream", False)),
+        thinking_effort=reasoning_effort(body),  # type: ignore[arg-type]
     )
 
 

@@ -28,9 +28,13 @@ import orjson
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.credentials import AzureEntraToken, source_for
-from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields
+from modelgate.protocols.ir import ChatRequest
+from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields, request_body
 
 DEFAULT_API_VERSION = "2024-10-21"  # latest GA data-plane inference version
+# Reasoning models (o-series, gpt-5) need a later version for `max_completion_tokens` and
+# `reasoning_effort` (https://learn.microsoft.com/azure/ai-foundry/openai/how-to/reasoning).
+REASONING_API_VERSION = "2025-04-01-preview"
 _JSON = {"content-type": "application/json", "accept": "application/json"}
 
 
@@ -41,10 +45,16 @@ def _entra(endpoint: Endpoint) -> AzureEntraToken | None:
 
 
 class AzureOpenAIAdapter(OpenAIChatAdapter):
-    """Same body and stream format as chat completions; URL, auth and error codes differ."""
+    """Same body and stream format as chat completions; URL, auth and error codes differ.
 
-    def _version(self, endpoint: Endpoint) -> str:
-        return str(endpoint.options.get("api_version") or DEFAULT_API_VERSION)
+    Deployment names are free, so a reasoning model deployed under another name is marked
+    with the model instance's `reasoning` capability."""
+
+    reasoning_by_name = True
+
+    def _version(self, endpoint: Endpoint, reasoning: bool = False) -> str:
+        default = REASONING_API_VERSION if reasoning else DEFAULT_API_VERSION
+        return str(endpoint.options.get("api_version") or default)
 
     def _v1(self, endpoint: Endpoint) -> bool:
         return self._version(endpoint) == "v1"
@@ -54,11 +64,18 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         if token is not None:
             await token.prepare()
 
-    def url(self, endpoint: Endpoint, upstream_model: str) -> str:
+    def url(self, endpoint: Endpoint, upstream_model: str, reasoning: bool = False) -> str:
         if self._v1(endpoint):
             return f"{endpoint.base_url.rstrip('/')}/openai/v1/chat/completions"
+        version = self._version(endpoint, reasoning)
         return (f"{endpoint.base_url.rstrip('/')}/openai/deployments/{quote(upstream_model, safe='')}"
-                f"/chat/completions?api-version={quote(self._version(endpoint), safe='')}")
+                f"/chat/completions?api-version={quote(version, safe='')}")
+
+    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        reasoning = self.reasoning(req, upstream_model)
+        body = request_body(req, upstream_model, self.replay_reasoning, reasoning)
+        return UpstreamRequest("POST", self.url(endpoint, upstream_model, reasoning), self.headers(endpoint),
+                               orjson.dumps(body))
 
     def headers(self, endpoint: Endpoint) -> dict[str, str]:
         token = _entra(endpoint)

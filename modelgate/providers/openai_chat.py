@@ -103,13 +103,29 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     ]
 
 
-def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool = False) -> dict[str, Any]:
+_REASONING_FAMILY = re.compile(r"(o\d+|gpt-5)([-.].*)?")
+# Sampling parameters OpenAI's reasoning models refuse (https://platform.openai.com/docs/guides/reasoning).
+_NOT_FOR_REASONING = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty"})
+
+
+def is_reasoning_family(upstream_model: str) -> bool:
+    """OpenAI's reasoning models by name: the o-series (o1, o3-mini, o4-mini...) and the gpt-5 family."""
+    return bool(_REASONING_FAMILY.fullmatch(upstream_model.lower().rsplit("/", 1)[-1]))
+
+
+def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool = False,
+                 reasoning: bool = False) -> dict[str, Any]:
+    """`reasoning`: the target is a reasoning model: `max_completion_tokens` instead of `max_tokens`
+    (which they refuse), `reasoning_effort`, and no sampling parameters."""
     body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req, replay_reasoning)}
     if req.max_tokens is not None:
-        body["max_tokens"] = req.max_tokens
-    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user", "reasoning_effort"):
+        body["max_completion_tokens" if reasoning else "max_tokens"] = req.max_tokens
+    effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
+    if effort:
+        body["reasoning_effort"] = effort
+    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user"):
         value = getattr(req, name)
-        if value is not None:
+        if value is not None and not (reasoning and name in _NOT_FOR_REASONING):
             body[name] = value
     if req.stop:
         body["stop"] = req.stop
@@ -228,6 +244,7 @@ class OpenAIChatAdapter:
     replay_reasoning = False  # see messages_to_openai
     sources = False  # append the answer's search results (Perplexity) as text, see sources_text
     positional_system = True  # system messages may stand anywhere in `messages`
+    reasoning_by_name = False  # OpenAI's reasoning models are known by name (OpenAI, Azure)
 
     def finish(self, reason: str | None) -> StopReason | None:
         """The stop reason of a finish_reason; raises the UpstreamError of an abnormal one."""
@@ -246,10 +263,17 @@ class OpenAIChatAdapter:
             return dict(_JSON_HEADERS)
         return {**_JSON_HEADERS, "authorization": f"Bearer {endpoint.api_key}"}
 
+    def reasoning(self, req: ChatRequest, upstream_model: str) -> bool:
+        """Whether the target is a reasoning model: the model instance says so, else its name."""
+        if req.reasoning_model is not None:
+            return req.reasoning_model
+        return self.reasoning_by_name and is_reasoning_family(upstream_model)
+
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = request_body(req, upstream_model, self.replay_reasoning)
+        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req, upstream_model))
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
                                orjson.dumps(body))
+
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
@@ -317,6 +341,12 @@ class OpenAIChatAdapter:
         # `{"object": "list", "data": [...]}`, or a bare array (Together)
         models = data if isinstance(data, list) else data.get("data", [])
         return [m["id"] for m in models if isinstance(m, dict) and "id" in m]
+
+
+class OpenAIPlatformAdapter(OpenAIChatAdapter):
+    """OpenAI's own API: its reasoning models are known by name."""
+
+    reasoning_by_name = True
 
 
 class OpenAIStreamDecoder:

@@ -110,7 +110,8 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return body
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = self._adjust(request_body(req, upstream_model, self.replay_reasoning), endpoint)
+        body = self._adjust(request_body(req, upstream_model, self.replay_reasoning,
+                                         self.reasoning(req, upstream_model)), endpoint)
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint), orjson.dumps(body))
 
     def build_native_request(

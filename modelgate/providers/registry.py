@@ -21,7 +21,7 @@ from modelgate.providers.gemini import GeminiAdapter
 from modelgate.providers.mock import DISPLAY_BASE_URL as MOCK_BASE_URL
 from modelgate.providers.mock import MockAdapter
 from modelgate.providers.ollama import OllamaAdapter
-from modelgate.providers.openai_chat import OpenAIChatAdapter
+from modelgate.providers.openai_chat import OpenAIChatAdapter, OpenAIPlatformAdapter
 from modelgate.providers.openai_compat import CompatChatAdapter, minimax_sampling, mistral_tool_id, zhipu_sampling
 from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
 from modelgate.providers.vertex import VertexAdapter
@@ -54,6 +54,7 @@ class ProviderKind:
 
 _openai_chat = OpenAIChatAdapter()
 _azure = AzureOpenAIAdapter()
+_openai_platform = OpenAIPlatformAdapter()
 _NOT_FOUND = ErrorType.MODEL_NOT_FOUND
 _QUOTA = ErrorType.QUOTA_EXCEEDED
 _RATE = ErrorType.RATE_LIMIT_ERROR
@@ -64,9 +65,9 @@ _UPSTREAM = ErrorType.UPSTREAM_ERROR
 KINDS: dict[str, ProviderKind] = {
     kind.name: kind
     for kind in (
-        ProviderKind("openai", "OpenAI", _openai_chat, "https://api.openai.com/v1",
+        ProviderKind("openai", "OpenAI", _openai_platform, "https://api.openai.com/v1",
                      "https://platform.openai.com/docs/api-reference/chat",
-                     pass_through=(ResponsesPassThrough(_openai_chat, openai_url),)),
+                     pass_through=(ResponsesPassThrough(_openai_platform, openai_url),)),
         ProviderKind("openai-compatible", "OpenAI-compatible (any base URL)", _openai_chat, None,
                      "https://platform.openai.com/docs/api-reference/chat", key_required=False,
                      base_url_note="the server's chat-completions base, e.g. http://host:8000/v1"),

@@ -12,7 +12,9 @@ from modelgate.services.context import ServiceContext, clean_name, fetch
 from modelgate.services.views import ChannelView, ModelInstanceView
 from modelgate.storage.models import Channel, ModelInstance, Provider
 
-CAPABILITIES = ("streaming", "functionCalling", "vision")
+# `reasoning`: a reasoning model behind a chat-completions provider whatever its name
+# (`max_completion_tokens`, `reasoning_effort`); OpenAI's and Azure's o-series and gpt-5 are known by name.
+CAPABILITIES = ("streaming", "functionCalling", "vision", "reasoning")
 STATES = ("ACTIVE", "DEPRECATED", "DISABLED")
 # Every adapter can stream, so a model reached through the gateway streams unless told otherwise.
 DEFAULT_CAPABILITIES = ["streaming"]

@@ -183,6 +183,8 @@ class CallLogView:
     prompt_tokens: int
     completion_tokens: int
     client_ip: str | None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @classmethod
     def of(cls, r: m.CallLog) -> CallLogView:
@@ -190,6 +192,7 @@ class CallLogView:
             r.id, r.trace_id, as_utc(r.created_at), r.api_key_id, r.application_id, r.channel_id,
             r.provider_kind, r.protocol, r.model, r.stream, r.status, r.error_code, r.latency_ms,
             r.first_byte_ms, r.attempts, r.prompt_tokens, r.completion_tokens, r.client_ip,
+            r.cache_read_tokens or 0, r.cache_write_tokens or 0,
         )
 
 

@@ -175,6 +175,9 @@ class CallLog(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=1)
     prompt_tokens: Mapped[int] = mapped_column(Integer, default=0)
     completion_tokens: Mapped[int] = mapped_column(Integer, default=0)
+    # Parts of prompt_tokens read from / written to the upstream's prompt cache.
+    cache_read_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cache_write_tokens: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     client_ip: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 

@@ -51,8 +51,10 @@ class CallRecord:
     latency_ms: float = 0.0
     first_byte_ms: float | None = None
     attempts: int = 1
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every prompt token, cached or not
     completion_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     client_ip: str | None = None
 
 

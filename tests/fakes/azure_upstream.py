@@ -73,6 +73,13 @@ class FakeAzure(FakeOpenAI):
         body["model"] = self.deployments[deployment]  # Azure ignores the body's model
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return azure_error(400, "BadRequest", "'messages' is a required property")
+        if body["model"] in self.reasoning_models and request.query["api-version"] < "2024-12-01-preview":
+            # What Azure answers for an o-series deployment on an older API version.
+            return azure_error(400, "BadRequest", f"Model {body['model']} is enabled only for api versions "
+                                                  "2024-12-01-preview and later")
+        if body["model"] in self.reasoning_models and "max_tokens" in body:
+            return azure_error(400, "unsupported_parameter", "Unsupported parameter: 'max_tokens' is not supported "
+                                                             "with this model. Use 'max_completion_tokens' instead.")
         if body.get("stream"):
             return await self._stream(request, body)
         answer = self._completion(body)

@@ -71,6 +71,7 @@ class FakeOpenAI(FakeUpstream):
         self.snapshots: dict[str, str] = {"gpt-test": "gpt-test-2025-08-07"}
         # Reasoning models refuse `max_tokens` (https://platform.openai.com/docs/guides/reasoning).
         self.reasoning_models: set[str] = {m for m in self.models if m.startswith(("o1", "o3", "o4", "gpt-5"))}
+        self.cached_tokens = 0  # reported as usage.prompt_tokens_details.cached_tokens
 
     @property
     def base_url(self) -> str:
@@ -149,7 +150,11 @@ class FakeOpenAI(FakeUpstream):
     def _usage(self, body: dict[str, Any], content: str | None, calls: list[dict[str, Any]]) -> dict[str, int]:
         prompt = sum(words(m["content"]) if isinstance(m.get("content"), str) else 1 for m in body["messages"])
         completion = words(content) if content else 5 * len(calls)
-        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        usage: dict[str, Any] = {"prompt_tokens": prompt + self.cached_tokens, "completion_tokens": completion,
+                                 "total_tokens": prompt + self.cached_tokens + completion}
+        if self.cached_tokens:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens, "audio_tokens": 0}
+        return usage
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         content, calls, finish = self._answer(body)

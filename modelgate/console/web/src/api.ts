@@ -90,7 +90,7 @@ export const api = {
 // --- shapes (see modelgate/api/schemas.py) ---------------------------------------------------
 
 export type Role = 'ADMIN' | 'USER';
-export type Capability = 'streaming' | 'functionCalling' | 'vision';
+export type Capability = 'streaming' | 'functionCalling' | 'vision' | 'reasoning';
 
 export interface User {
   id: number;
