@@ -35,7 +35,7 @@ async def test_sqlite_migration_matches_models(database):
         version = (await conn.execute(text("select version_num from alembic_version"))).scalar_one()
     assert diff == []
     assert tables == set(Base.metadata.tables) | {"alembic_version"}
-    assert version == "0002"
+    assert version == "0003"
 
 
 async def test_sqlite_pragmas_and_data_dir(tmp_path):
