@@ -421,10 +421,8 @@ class AnthropicMessagesAdapter:
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
         """The vendor's own count (`POST /v1/messages/count_tokens`), the client body as is."""
-        forwarded = dict(body)
-        forwarded["model"] = upstream_model
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages/count_tokens",
-                               _headers(endpoint, client_headers), orjson.dumps(forwarded))
+                               _headers(endpoint, client_headers), forward(body, {"model": upstream_model}))
 
     def parse_count(self, body: bytes) -> int:
         return orjson.loads(body)["input_tokens"]
