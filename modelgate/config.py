@@ -82,9 +82,23 @@ class GatewaySettings(BaseModel):
 
 
 class UpstreamSettings(BaseModel):
-    connect_timeout_seconds: float = 10.0
-    pool_size: int = 512
-    pool_size_per_host: int = 256
+    """Per-attempt limits and the connection pool (all per worker process)."""
+
+    connect_timeout_seconds: float = 10.0  # TCP + TLS connect of one attempt
+    # Streams: from sending the request to the first upstream event. Streaming upstreams answer
+    # within seconds, so a hung one is failed over long before the application timeout.
+    stream_first_byte_timeout_seconds: float = 30.0
+    # Non-streamed calls: from sending the request to the first byte of the answer (its headers
+    # arrive only once the whole generation is done, so this is longer); then the longest gap
+    # between reads. 0 = only the application timeout.
+    response_timeout_seconds: float = 90.0
+    max_body_bytes: int = 64 * 1024 * 1024  # a non-streamed answer; beyond: UPSTREAM_ERROR
+    max_event_bytes: int = 16 * 1024 * 1024  # one stream event (or NDJSON line); beyond: UPSTREAM_ERROR
+    # Calls in flight per worker; beyond, new calls get a fast 429 (the gateway is full). Also
+    # lowered at start to what the open-file limit allows (two sockets per call).
+    max_in_flight: int = 8000
+    pool_size: int = 8192  # 0 = no limit; above max_in_flight so no call waits for a connection
+    pool_size_per_host: int = 0  # 0 = no per-host limit (one upstream often serves most calls)
 
 
 class UsageSettings(BaseModel):

@@ -94,6 +94,12 @@ def rate_limited(message: str = "Rate limit exceeded", retry_after: float | None
     return GatewayError(429, "RATE_LIMIT_EXCEEDED", message, Shape.SHORT, headers)
 
 
+def gateway_full(in_flight: int) -> GatewayError:
+    """This worker holds as many calls as it can: refuse at once (7.3's 429), before any upstream
+    is asked, rather than fail late; a retry soon will likely find room (or another worker)."""
+    return rate_limited(f"The gateway is at capacity ({in_flight} calls in flight); retry shortly", 1.0)
+
+
 def invalid_request(message: str) -> GatewayError:
     """Protocol validation failure (7.2); the body shape follows the client protocol."""
     return GatewayError(400, "invalid_request", message, Shape.VALIDATION)

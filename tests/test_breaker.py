@@ -172,6 +172,35 @@ def test_a_released_trial_slot_can_be_taken_again(breakers: BreakerRegistry, clo
     assert breakers.acquire(EP)
 
 
+def test_a_trial_that_never_reports_gives_its_slot_back_in_time(breakers: BreakerRegistry, clock: FakeClock) -> None:
+    # A stream whose outcome report was lost must not hold the endpoint at 503 for ever.
+    open_breaker(breakers)
+    clock.advance(30)
+    assert [breakers.acquire(EP) for _ in range(3)] == [True, True, True]
+    clock.advance(119)
+    assert not breakers.acquire(EP)
+    assert breakers.retry_after(EP) > 0
+    clock.advance(1)  # half_open_trial_timeout_seconds (120) after the trials were admitted
+    assert breakers.acquire(EP)
+    for _ in range(3):
+        breakers.record(EP, None)
+    assert breakers.state(EP) is BreakerState.CLOSED
+
+
+def test_every_transition_is_logged_with_the_endpoint_never_the_key(
+    breakers: BreakerRegistry, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="modelgate.breaker")
+    open_breaker(breakers)
+    clock.advance(30)
+    for _ in range(3):
+        assert breakers.acquire(EP)
+        breakers.record(EP, None)
+    lines = [r.getMessage() for r in caplog.records if r.name == "modelgate.breaker"]
+    assert [line.split()[1] for line in lines] == ["BREAKER_OPENED", "BREAKER_HALF_OPEN", "BREAKER_CLOSED"]
+    assert all(f"endpoint={EP}" in line for line in lines)
+
+
 def test_outcomes_arriving_while_open_change_nothing(breakers: BreakerRegistry, clock: FakeClock) -> None:
     open_breaker(breakers)
     clock.advance(20)

@@ -355,8 +355,9 @@ async def test_idle_stream_gets_keepalives_and_a_stalled_one_an_error_event(tmp_
             resp = await http.post(f"{harness.url}/v1/chat/completions",
                                    headers={"authorization": f"Bearer {wired.key}"},
                                    json={**GOOD, "stream": True})
-        last = resp.text.strip().split("\n\n")[-1]
-        assert last.startswith("data: ") and '"code":"TIMEOUT_ERROR"' in last
+        *_, error, end = resp.text.strip().split("\n\n")
+        assert error.startswith("data: ") and '"code":"TIMEOUT_ERROR"' in error
+        assert end == "data: [DONE]"  # the error frame, then the stream's clean end
     finally:
         await harness.stop()
 

@@ -78,6 +78,15 @@ def executor(clock: FakeClock, sink: ListSink, hook: Hook) -> Executor:
     return Executor(settings, clock, sink, hook, random.Random(5))
 
 
+@pytest.fixture
+def patient(clock: FakeClock, sink: ListSink, hook: Hook) -> Executor:
+    """An executor whose breaker never opens within one call's retries: the retry table alone."""
+    settings = Settings()
+    settings.gateway.retry.jitter = False
+    settings.gateway.breaker.consecutive_failures = 100
+    return Executor(settings, clock, sink, hook, random.Random(5))
+
+
 def call(clock: FakeClock, timeout: float = 120.0, trace: str = "trace-1", stream: bool = False) -> CallContext:
     key = KeyEntry(1, 1, "key", True, None, None)
     app = AppEntry(1, "app", timeout, True, frozenset({1, 2, 3}))
@@ -110,12 +119,12 @@ RETRIED = [
 
 
 async def test_rate_limit_retries_five_times_then_answers_429(
-    executor: Executor, clock: FakeClock, sink: ListSink
+    patient: Executor, clock: FakeClock, sink: ListSink
 ) -> None:
     up = Upstream(clock, {"p1:k1": [upstream(ErrorType.RATE_LIMIT_ERROR, status=429)]})
     ctx = call(clock)
     with pytest.raises(GatewayError) as caught:
-        await executor.run(ctx, [route(1)], up)
+        await patient.run(ctx, [route(1)], up)
     assert ctx.attempts == 6 == len(up.calls)
     assert clock.sleeps == [2.0, 4.0, 8.0, 16.0, 32.0]
     err = caught.value
@@ -130,10 +139,10 @@ async def test_rate_limit_retries_five_times_then_answers_429(
     assert len(ctx.errors) == 6 and ctx.endpoint is not None and ctx.endpoint.id == "p1:k1"
 
 
-async def test_rate_limit_honours_retry_after_and_passes_it_on(executor: Executor, clock: FakeClock) -> None:
+async def test_rate_limit_honours_retry_after_and_passes_it_on(patient: Executor, clock: FakeClock) -> None:
     up = Upstream(clock, {"p1:k1": [upstream(ErrorType.RATE_LIMIT_ERROR, retry_after=7, status=429)]})
     with pytest.raises(GatewayError) as caught:
-        await executor.run(call(clock), [route(1)], up)
+        await patient.run(call(clock), [route(1)], up)
     assert clock.sleeps == [7.0] * 5
     assert caught.value.status == 429
     assert caught.value.headers == {"retry-after": "7"}
@@ -241,16 +250,29 @@ async def test_model_not_found_is_final_and_feeds_deprecation(
 # --- failover -------------------------------------------------------------------------------------
 
 
-async def test_retries_then_failover_to_the_next_channel(
+async def test_another_channel_is_tried_before_a_retry(
     executor: Executor, clock: FakeClock, sink: ListSink
 ) -> None:
-    up = Upstream(clock, {"p1:k1": [upstream(ErrorType.UPSTREAM_ERROR, status=500)]})
+    up = Upstream(clock, {"p1:k1": [upstream(ErrorType.SERVICE_UNAVAILABLE, status=503)]})
     ctx = call(clock)
     assert await executor.run(ctx, [route(2, priority=1), route(1, priority=0)], up) == "answer from p2:k1"
-    assert up.endpoints() == ["p1:k1"] * 4 + ["p2:k1"]
-    assert clock.sleeps == [1.0, 2.0, 4.0]
-    assert ctx.attempts == 5 and ctx.endpoint is not None and ctx.endpoint.id == "p2:k1"
-    assert sink.types() == ["RETRY_EXHAUSTED", "FAILOVER"]
+    # no 5 s waits on a dead primary while a backup exists
+    assert up.endpoints() == ["p1:k1", "p2:k1"]
+    assert clock.sleeps == []
+    assert ctx.attempts == 2 and ctx.endpoint is not None and ctx.endpoint.id == "p2:k1"
+    assert sink.types() == ["FAILOVER"]
+
+
+async def test_the_first_endpoint_is_retried_after_its_wait_when_the_others_fail(
+    executor: Executor, clock: FakeClock, sink: ListSink
+) -> None:
+    failing = upstream(ErrorType.UPSTREAM_ERROR, status=500)
+    up = Upstream(clock, {"p1:k1": [failing, OK], "p2:k1": [upstream(ErrorType.AUTHENTICATION_ERROR)]})
+    ctx = call(clock)
+    assert await executor.run(ctx, [route(1), route(2, priority=1)], up) == "answer from p1:k1"
+    assert up.endpoints() == ["p1:k1", "p2:k1", "p1:k1"]
+    assert clock.sleeps == [1.0]  # p1's own backoff, counted from its failure
+    assert sink.types() == ["FAILOVER", "FAILOVER"]
 
 
 async def test_failover_across_keys_of_a_channel_first(executor: Executor, clock: FakeClock) -> None:
@@ -326,10 +348,10 @@ async def test_a_rate_limit_retry_after_beyond_the_deadline_is_not_waited(
 
 
 async def test_failover_continues_while_time_is_left(executor: Executor, clock: FakeClock) -> None:
-    up = Upstream(clock, {"p1:k1": [upstream(ErrorType.UPSTREAM_ERROR)]})
+    up = Upstream(clock, {"p1:k1": [upstream(ErrorType.UPSTREAM_ERROR)]}, took=2)
     ctx = call(clock, timeout=5)
     assert await executor.run(ctx, [route(1), route(2, priority=1)], up) == "answer from p2:k1"
-    assert clock.sleeps == [1.0, 2.0]
+    assert clock.sleeps == []
 
 
 async def test_no_failover_once_the_deadline_passed(executor: Executor, clock: FakeClock) -> None:
@@ -420,14 +442,32 @@ async def test_tried_and_open_candidates_answer_the_upstream_error(executor: Exe
     assert caught.value.code == "AUTHENTICATION_ERROR" and caught.value.status == 502
 
 
-async def test_a_call_counts_once_however_many_retries(executor: Executor, clock: FakeClock) -> None:
-    # 6 rate-limited tries are one failed call: the breaker stays closed
+async def test_every_attempt_counts_and_retries_stop_when_the_breaker_opens(
+    executor: Executor, clock: FakeClock, sink: ListSink
+) -> None:
+    # spec-notes: every failed upstream attempt counts, retries included
     up = Upstream(clock, {"p1:k1": [upstream(ErrorType.RATE_LIMIT_ERROR)]})
-    with pytest.raises(GatewayError):
+    with pytest.raises(GatewayError) as caught:
         await executor.run(call(clock), [route(1)], up)
-    assert len(up.calls) == 6
-    status = executor.breakers.states()["p1:k1"]
-    assert (status.state, status.failures) == (BreakerState.CLOSED, 1)
+    assert len(up.calls) == 5 and clock.sleeps == [2.0, 4.0, 8.0, 16.0]
+    assert caught.value.status == 429
+    assert executor.breakers.state("p1:k1") is BreakerState.OPEN
+    assert sink.types() == ["BREAKER_OPENED", "RETRY_EXHAUSTED"]
+    assert "breaker opened" in sink.events[-1].detail
+
+
+async def test_five_failed_attempts_reach_a_dead_endpoint_whatever_the_callers(
+    executor: Executor, clock: FakeClock
+) -> None:
+    up = Upstream(clock, {"p1:k1": [upstream(ErrorType.SERVICE_UNAVAILABLE, status=503)]})
+    answers = []
+    for _ in range(5):
+        with pytest.raises(GatewayError) as caught:
+            await executor.run(call(clock), [route(1)], up)
+        answers.append(caught.value.status)
+    assert len(up.calls) == 5
+    # the first caller made 4 attempts (3 retries), the second the fifth
+    assert answers == [502, 502, 503, 503, 503]
 
 
 async def test_retries_stop_when_another_call_opens_the_breaker(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import orjson
 import pytest
@@ -12,6 +13,7 @@ from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 from modelgate.routing.lifecycle import LifecycleMonitor, ModelProbe, adapter_lister
+from modelgate.routing.snapshot import Route
 from tests.resilience_fakes import FakeClock, ListSink, endpoint, route
 
 DAY = 86400.0
@@ -229,3 +231,52 @@ async def test_adapter_lister_raises_the_classified_upstream_error() -> None:
     with pytest.raises(UpstreamError) as caught:
         await adapter_lister(lambda kind: OpenAIChatAdapter(), http)(endpoint(1, 1))
     assert caught.value.error_type is ErrorType.AUTHENTICATION_ERROR
+
+
+# --- the list only counts where it is authoritative for the name used ----------------------------
+
+
+def kind_route(kind: str, upstream_model: str, instance_id: int) -> Route:
+    return dataclasses.replace(route(9, (endpoint(9, 1, kind),), model="m", upstream_model=upstream_model,
+                                     instance_id=instance_id, provider_id=9), provider_kind=kind)
+
+
+@pytest.mark.parametrize(("kind", "upstream_model", "listed", "missing"), [
+    # Azure lists deployable base models, never deployment names: never counted (never even asked)
+    ("azure-openai", "my-gpt4o-deployment", ["gpt-4o"], False),
+    # Bedrock inference-profile ids and ARNs are not in the foundation-model list
+    ("aws-bedrock", "us.anthropic.claude-sonnet-4-5-20250929-v1:0", ["anthropic.claude-sonnet-4-5-20250929-v1:0"],
+     False),
+    ("aws-bedrock", "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc", ["x"], False),
+    ("aws-bedrock", "anthropic.claude-3-haiku-20240307-v1:0", ["anthropic.claude-3-5-haiku-20241022-v1:0"], True),
+    # Ollama reads a name without a tag as `:latest`
+    ("ollama", "llama3.2", ["llama3.2:latest"], False),
+    ("ollama", "llama3.2:latest", ["llama3.2:latest"], False),
+    ("ollama", "llama3.2", ["llama3.2:1b"], True),
+    # vendor aliases of a dated id
+    ("anthropic", "claude-sonnet-4-5", ["claude-sonnet-4-5-20250929"], False),
+    ("anthropic", "claude-3-5-sonnet-latest", ["claude-3-5-sonnet-20241022"], False),
+    ("anthropic", "claude-2.1", ["claude-sonnet-4-5-20250929"], True),
+    ("openai", "gpt-4o", ["gpt-4o-2024-08-06"], False),
+])
+async def test_probe_counts_only_where_the_list_is_authoritative(
+    monitor: LifecycleMonitor, clock: FakeClock, kind: str, upstream_model: str, listed: list[str], missing: bool
+) -> None:
+    listing = Listing({"p9:k1": listed})
+    from modelgate.providers.registry import get_kind
+
+    probe = ModelProbe(monitor, listing, lambda: [kind_route(kind, upstream_model, 91)], clock, 3600,
+                       adapter_for=lambda k: get_kind(k).adapter)
+    assert bool(await probe.probe_once()) is missing
+    assert monitor.observations(91) == int(missing)
+    if kind == "azure-openai":
+        assert listing.asked == []
+
+
+async def test_together_bare_array_model_list_parses() -> None:
+    # Together's GET /v1/models answers a bare JSON array (docs.together.ai/reference/models-1)
+    from modelgate.providers.base import read_models
+    from modelgate.providers.registry import get_kind
+
+    body = orjson.dumps([{"id": "meta-llama/Llama-3.3-70B-Instruct-Turbo", "object": "model", "type": "chat"}])
+    assert read_models(get_kind("together").adapter, body) == ["meta-llama/Llama-3.3-70B-Instruct-Turbo"]

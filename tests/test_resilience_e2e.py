@@ -80,6 +80,7 @@ def assert_envelope(exc: openai.APIStatusError, status: int, code: str) -> dict:
 
 
 async def test_429_without_retry_after_backs_off_2_4_8_16_32_then_answers_429(gw, openai_upstream):
+    gw.settings.gateway.breaker.consecutive_failures = 10  # the retry table alone: every attempt counts
     wired = await gw.wire(openai_upstream.base_url, ["gpt-test"])
     openai_upstream.fail_next(429, RATE_LIMITED, times=6)
     with pytest.raises(openai.RateLimitError) as caught:
@@ -103,6 +104,7 @@ async def test_429_with_retry_after_is_honoured_then_succeeds(gw, openai_upstrea
 
 
 async def test_429_with_retry_after_passes_it_on_when_exhausted(gw, openai_upstream):
+    gw.settings.gateway.breaker.consecutive_failures = 10  # the retry table alone: every attempt counts
     wired = await gw.wire(openai_upstream.base_url, ["gpt-test"])
     openai_upstream.fail_next(429, RATE_LIMITED, headers={"retry-after": "3"}, times=6)
     with pytest.raises(openai.RateLimitError) as caught:

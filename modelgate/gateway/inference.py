@@ -45,7 +45,19 @@ from modelgate.protocols.ir import (
     Usage,
     UsageUpdate,
 )
-from modelgate.providers.base import Endpoint, StreamDecoder, UpstreamRequest, prepare, refusal
+from modelgate.gateway.runtime import ERROR_BODY_BYTES, read_capped
+from modelgate.providers.base import (
+    Endpoint,
+    GuardedDecoder,
+    StreamDecoder,
+    UpstreamRequest,
+    read_answer,
+    read_native_answer,
+    prepare,
+    refusal,
+    stream_refusal,
+    unreadable,
+)
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
@@ -57,19 +69,26 @@ log = logging.getLogger("modelgate.gateway")
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
+# Content types of a whole body, not a stream: an error object or a proxy's page.
+NOT_A_STREAM = ("application/json", "text/html")
+
+
 @dataclass(slots=True)
 class StreamHandle:
     """An upstream stream that has produced its first output, ready to be relayed."""
 
     response: aiohttp.ClientResponse
     first: bytes
+    adapter: Any
+    endpoint: Endpoint
     tap: NativeStreamTap | None = None
     decoder: StreamDecoder | None = None
     encoder: StreamEncoder | None = None
     usage: Usage = field(default_factory=Usage)
     ended: bool = False  # no more upstream data will be relayed
     failure: UpstreamError | None = None  # why the stream ended early, if it did
-    last_data: float = 0.0  # monotonic time of the last upstream bytes
+    last_data: float = 0.0  # monotonic time of the last complete upstream event
+    events: int = 0  # pass-through: the tap's count of events at the last look
     last_sent: float = 0.0  # monotonic time of the last bytes sent to the client
 
     def error_event(self, failure: UpstreamError) -> bytes:
@@ -151,6 +170,7 @@ class InferenceHandler:
             trace_id=trace_id, protocol=codec.protocol.value, model="", status=500, client_ip=ip, stream=False
         )
         ctx: CallContext | None = None
+        admitted = False
         try:
             key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
@@ -163,6 +183,10 @@ class InferenceHandler:
                 if exists:
                     raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
                 raise errors.not_found(f"The model '{model}' is not served by this gateway")
+            if self.rt.in_flight >= self.rt.max_in_flight:
+                raise errors.gateway_full(self.rt.in_flight)
+            self.rt.in_flight += 1
+            admitted = True
             ctx = CallContext(trace_id, key, app, model, stream, time.monotonic() + app.timeout_seconds)
             call = _Call(self, codec, body, model, ctx, codec.upstream_headers(headers))
             if stream:
@@ -170,7 +194,7 @@ class InferenceHandler:
                 _note_route(record, ctx)
                 await self._relay(receive, send, call, handle, record, started)
             else:
-                payload, usage = await self.rt.executor.run(ctx, routes, call.complete)
+                payload, usage = await self._run_while_connected(receive, ctx, routes, call.complete)
                 _note_route(record, ctx)
                 _note_usage(record, usage)
                 record.status = 200
@@ -183,6 +207,9 @@ class InferenceHandler:
             await send_error(send, err, trace_id, codec.validation_body)
         except ClientDisconnected:
             record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
+            if ctx is not None:
+                _note_route(record, ctx)
+            log.info("client disconnected trace_id=%s; call cancelled", trace_id)
         except Exception:
             log.exception("internal error trace_id=%s", trace_id)
             record.error_code = "INTERNAL_ERROR"
@@ -190,6 +217,8 @@ class InferenceHandler:
                 record.status = 500
                 await send_error(send, errors.internal_error(), trace_id)
         finally:
+            if admitted:
+                self.rt.in_flight -= 1
             record.latency_ms = (time.perf_counter() - started) * 1000.0
             self.rt.writer.record(record)
             metrics.observe(record)
@@ -200,21 +229,52 @@ class InferenceHandler:
                     record.prompt_tokens, record.completion_tokens, record.latency_ms,
                 )
 
+    async def _run_while_connected(self, receive: Receive, ctx: CallContext, routes: list[Route], attempt: Any) -> Any:
+        """Run a non-streamed call; the client going away cancels it (ClientDisconnected)."""
+        task = asyncio.current_task()
+        gone = False
+
+        def on_disconnect(watcher: asyncio.Future[None]) -> None:
+            nonlocal gone
+            if not watcher.cancelled() and watcher.exception() is None and task is not None:
+                gone = True
+                task.cancel()
+
+        watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        watcher.add_done_callback(on_disconnect)
+        try:
+            return await self.rt.executor.run(ctx, routes, attempt)
+        except asyncio.CancelledError:
+            if not gone:
+                raise  # cancelled from outside (server shutdown)
+            task.uncancel()  # type: ignore[union-attr]
+            raise ClientDisconnected() from None
+        finally:
+            watcher.remove_done_callback(on_disconnect)
+            watcher.cancel()
+
     async def _relay(
         self, receive: Receive, send: Send, call: "_Call", handle: StreamHandle, record: CallRecord, started: float,
     ) -> None:
-        """Relay an opened stream chunk by chunk; a client disconnect cancels the upstream read."""
+        """Relay an opened stream chunk by chunk; a client disconnect cancels the upstream read.
+
+        Whatever happens, the endpoint's breaker hears how the stream ended (the `finally`), so a
+        HALF_OPEN trial slot is never left taken.
+        """
         trace_id = call.ctx.trace_id
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [*SSE_HEADERS, (b"x-trace-id", trace_id.encode())]})
-        record.status = 200
-        record.first_byte_ms = (time.perf_counter() - started) * 1000.0
         failure: UpstreamError | None = None
-        # A stream the upstream already finished (short answers of fast models) is written out at
-        # once: there is no upstream call left to cancel or to keep alive.
-        watch = None if handle.ended else _StreamWatch(
-            handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds, call.ctx.app.timeout_seconds)
+        settled = False
+        watch: _StreamWatch | None = None
         try:
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [*SSE_HEADERS, (b"x-trace-id", trace_id.encode())]})
+            record.status = 200
+            record.first_byte_ms = (time.perf_counter() - started) * 1000.0
+            # A stream the upstream already finished (short answers of fast models) is written out at
+            # once: there is no upstream call left to cancel or to keep alive.
+            watch = None if handle.ended else _StreamWatch(
+                handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds,
+                call.ctx.app.timeout_seconds, call.codec.keepalive())
             try:
                 failure = await call.pump(handle, send)
             except asyncio.CancelledError:
@@ -226,16 +286,20 @@ class InferenceHandler:
                 record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
                 log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
             elif reason == "stalled":
-                failure = UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing for {watch.gap_limit:.0f} s")
+                failure = UpstreamError(ErrorType.TIMEOUT_ERROR,
+                                        f"Upstream sent no complete event for {watch.gap_limit:g} s")  # type: ignore[union-attr]
                 await send({"type": "http.response.body", "more_body": True, "body": handle.error_event(failure)})
                 await send({"type": "http.response.body", "body": b""})
             if failure is not None:
                 record.error_code = failure.error_type.value
                 log.warning("stream broke trace_id=%s type=%s: %s", trace_id, failure.error_type.value,
                             failure.message)
-            # Settles the endpoint's breaker outcome: a clean end or a disconnect is no upstream fault.
+            # A clean end or a disconnect is no upstream fault.
             self.rt.executor.report(call.ctx, failure)
+            settled = True
         finally:
+            if not settled:  # an error of our own: no outcome, but the trial slot goes back
+                self.rt.executor.abandon(call.ctx)
             if watch is not None:
                 watch.close()
             handle.response.close()
@@ -290,14 +354,9 @@ class _Call:
         if status >= 400:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
-            resp_ir = adapter.parse_response(data)
+            resp_ir = read_answer(adapter, data, resp_headers, endpoint)
             return self.codec.encode_response(resp_ir, self.model, self.body), resp_ir.usage
-        try:
-            parsed = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON")
-        if not isinstance(parsed, dict):
-            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned an unexpected body")
+        parsed = read_native_answer(adapter, data, resp_headers, endpoint)
         if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
             data = set_model(data, model_field(self.model), 1)
         return data, self.codec.native_usage(parsed)
@@ -305,20 +364,24 @@ class _Call:
     async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:
         await prepare(get_kind(route.provider_kind).adapter, endpoint)
         adapter, req, native = self._request(route, endpoint)
-        timeout = self._timeout()
+        # Up to the first event the executor may still retry or fail over, so this attempt gets
+        # only the per-attempt first-byte limit of the call's remaining time.
+        timeout = min(self._timeout(), self.h.rt.settings.upstream.stream_first_byte_timeout_seconds)
         resp: aiohttp.ClientResponse | None = None
         try:
-            # One deadline up to the first byte for the client: until then the executor may still
-            # retry or fail over.
             async with asyncio.timeout(timeout):
                 resp = await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
-                                                    timeout=self.h.rt.stream_timeout)
+                                                    timeout=self.h.rt.connect_limit)
                 if resp.status >= 400:
-                    raise refusal(adapter, resp.status, await resp.read(), resp.headers, endpoint)
+                    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+                    raise refusal(adapter, resp.status, body, resp.headers, endpoint)
+                if resp.headers.get("content-type", "").lower().startswith(NOT_A_STREAM):
+                    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+                    raise stream_refusal(adapter, body, resp.headers, endpoint)
                 if native:
-                    handle = StreamHandle(resp, b"", tap=self.codec.native_stream_tap(self.body))
+                    handle = StreamHandle(resp, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
                 else:
-                    handle = StreamHandle(resp, b"", decoder=adapter.stream_decoder(),
+                    handle = StreamHandle(resp, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
                                           encoder=self.codec.stream_encoder(self.model, self.body))
                 while not handle.first:
                     chunk = await resp.content.readany()
@@ -332,31 +395,52 @@ class _Call:
         except BaseException as exc:
             if resp is not None:
                 resp.close()
+            if isinstance(exc, aiohttp.ConnectionTimeoutError):
+                raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream did not accept a connection within "
+                                    f"{self.h.rt.settings.upstream.connect_timeout_seconds:g} s")
             if isinstance(exc, (TimeoutError, aiohttp.ServerTimeoutError)):
-                raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent nothing within {timeout:.0f} s")
+                raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream sent no first event within {timeout:g} s")
             if isinstance(exc, aiohttp.ClientError):
                 raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
             raise
 
     def _translate(self, handle: StreamHandle, chunk: bytes, first: bool = False) -> bytes:
-        if handle.tap is not None:
-            out = handle.tap.filter(chunk)
-            if handle.tap.usage is not None:
-                handle.usage = handle.tap.usage
-            # The protocol's end marker ends the relay, whenever the upstream closes its side.
-            handle.ended = handle.tap.finished
-            return out
-        return self._encode(handle, handle.decoder.feed(chunk), first)  # type: ignore[union-attr]
+        tap = handle.tap
+        if tap is None:
+            events = handle.decoder.feed(chunk)  # type: ignore[union-attr]
+            if events:
+                handle.last_data = time.monotonic()
+            return self._encode(handle, events, first)
+        try:
+            out = tap.filter(chunk)
+        except UpstreamError:
+            raise
+        except Exception as exc:  # the taps only look; still, nothing unreadable may escape untyped
+            raise unreadable("stream event", exc) from None
+        if tap.events != handle.events:
+            handle.events = tap.events
+            handle.last_data = time.monotonic()
+        if tap.usage is not None:
+            handle.usage = tap.usage
+        if tap.error is not None:
+            error = stream_refusal(handle.adapter, tap.error, {}, handle.endpoint)
+            if first:
+                raise error  # nothing reached the client yet: retry or fail over
+            # The upstream's own error event is forwarded; the protocol's end follows it.
+            handle.ended, handle.failure = True, error
+            return out + tap.after_error
+        # The protocol's end marker ends the relay, whenever the upstream closes its side.
+        handle.ended = tap.finished
+        return out
 
     def _encode(self, handle: StreamHandle, events: list[StreamEvent], first: bool = False) -> bytes:
         encoder = handle.encoder
         out = []
         for event in events:
             if isinstance(event, StreamError):
-                if self.ctx.endpoint is not None:
-                    event.message = errors.redact(event.message, self.ctx.endpoint.api_key)
+                event.message = errors.redact(event.message, handle.endpoint.api_key)
                 error = UpstreamError(_error_type(event.error_type), event.message)
-                if first and not out:
+                if first:
                     # Nothing reached the client yet: let the executor retry or fail over.
                     raise error
                 handle.ended, handle.failure = True, error
@@ -367,11 +451,16 @@ class _Call:
         return b"".join(out)
 
     def _finish(self, handle: StreamHandle, first: bool = False) -> bytes:
-        """Upstream EOF: the decoder's closing events, or an error event for a cut pass-through stream."""
+        """Upstream EOF: the decoder's closing events; for pass-through, the same rule as the
+        decoders apply: a stream that gave its stop reason gets its missing end marker, one cut
+        before that ends with the protocol's error event."""
         handle.ended = True
-        if handle.tap is not None:
-            if handle.tap.finished:
+        tap = handle.tap
+        if tap is not None:
+            if tap.finished:
                 return b""
+            if tap.stopped:
+                return tap.end_marker
             handle.failure = UpstreamError(ErrorType.NETWORK_ERROR, "Upstream stream ended before completion")
             return handle.error_event(handle.failure)
         return self._encode(handle, handle.decoder.close(), first)  # type: ignore[union-attr]
@@ -388,10 +477,9 @@ class _Call:
         try:
             while not handle.ended:
                 chunk = await content.readany()
-                handle.last_data = time.monotonic()
                 out = self._translate(handle, chunk) if chunk else self._finish(handle)
                 if out:
-                    handle.last_sent = handle.last_data
+                    handle.last_sent = time.monotonic()
                     await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as err:
             failure = err
@@ -413,16 +501,20 @@ class _StreamWatch:
 
     The relay runs in the request's own task; a client disconnect or an upstream
     stall cancels that task (with `reason` saying why), and idle periods get
-    keep-alives. A single timer per keep-alive period does this, where a timeout
-    around every read, or a second task for the relay, cost more per stream.
+    keep-alives. One timer, set for whichever is due first (the next keep-alive or
+    the stall limit), does this, where a timeout around every read, or a second
+    task for the relay, cost more per stream. The stall limit counts from the last
+    complete upstream event, so a stream dripping bytes that never finish an event
+    is cut at the limit too.
     """
 
     def __init__(self, handle: StreamHandle, receive: Receive, send: Send, keepalive: float,
-                 gap_limit: float) -> None:
+                 gap_limit: float, keepalive_bytes: bytes) -> None:
         self.handle = handle
         self.send = send
         self.keepalive = keepalive
         self.gap_limit = gap_limit
+        self.keepalive_bytes = keepalive_bytes
         self.reason: str | None = None  # "disconnected" | "stalled", once the relay was cancelled
         self._task = asyncio.current_task()
         self._loop = asyncio.get_running_loop()
@@ -430,7 +522,7 @@ class _StreamWatch:
         self._closed = False
         self._watcher = asyncio.ensure_future(_wait_disconnect(receive))
         self._watcher.add_done_callback(self._on_disconnect)
-        self._timer = self._loop.call_later(keepalive, self._tick)
+        self._timer = self._loop.call_later(min(keepalive, gap_limit), self._tick)
 
     def _stop_relay(self, reason: str) -> None:
         if self.reason is None and self._task is not None:
@@ -443,20 +535,21 @@ class _StreamWatch:
 
     def _tick(self) -> None:
         now = time.monotonic()
-        if now - self.handle.last_data >= self.gap_limit:
+        stall_at = self.handle.last_data + self.gap_limit
+        if now >= stall_at:
             self._stop_relay("stalled")
             return
         if now - self.handle.last_sent >= self.keepalive and (self._sending is None or self._sending.done()):
             self.handle.last_sent = now
             self._sending = asyncio.ensure_future(self._send_keepalive())
-        self._timer = self._loop.call_later(self.keepalive, self._tick)
+        next_at = min(self.handle.last_sent + self.keepalive, stall_at)
+        self._timer = self._loop.call_later(max(next_at - now, 0.001), self._tick)
 
     async def _send_keepalive(self) -> None:
         if self._closed:  # the relay ended before this task got to run
             return
-        body = self.handle.encoder.keepalive() if self.handle.encoder else b": keep-alive\n\n"
         with contextlib.suppress(Exception):  # a client that left is the disconnect watcher's business
-            await self.send({"type": "http.response.body", "body": body, "more_body": True})
+            await self.send({"type": "http.response.body", "body": self.keepalive_bytes, "more_body": True})
 
     def close(self) -> None:
         self._closed = True

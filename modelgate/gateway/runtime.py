@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import resource
 import socket
 import time
 from typing import Any, Mapping
@@ -18,6 +19,7 @@ from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.gateway.upstream_checks import UpstreamChecks
+from modelgate.protocols import sse
 from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.mock import MOCK_UPSTREAM
 from modelgate.providers.registry import get_kind
@@ -40,14 +42,70 @@ from modelgate.storage.usage_writer import UsageWriter
 log = logging.getLogger("modelgate.runtime")
 
 
+ERROR_BODY_BYTES = 64 * 1024  # of a refusal body: enough for any provider's error object
+
+
+async def read_capped(resp: aiohttp.ClientResponse, limit: int, truncate: bool = False) -> bytes:
+    """The body, read as it arrives and joined once; beyond `limit` bytes an UPSTREAM_ERROR
+    (or, with `truncate`, the first `limit` bytes)."""
+    if resp.content_length is not None and resp.content_length > limit and not truncate:
+        raise body_too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            if not truncate:
+                raise body_too_large(limit)
+            chunks.append(chunk[: len(chunk) - (size - limit)])
+            break
+        chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def body_too_large(limit: int) -> UpstreamError:
+    return UpstreamError(ErrorType.UPSTREAM_ERROR, f"Upstream answer larger than {limit} bytes")
+
+
+FILES_PER_CALL = 2  # the client's socket and the upstream's
+FILES_RESERVED = 256  # database, logs, listening sockets, Redis
+
+
+def raise_open_file_limit() -> int:
+    """Raise this process's open-file soft limit to its hard limit; returns the soft limit now."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY:
+        hard = max(soft, 1 << 20)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("could not raise the open-file limit from %s to %s: %s", soft, hard, exc)
+    return soft
+
+
+def in_flight_allowed_by_open_files() -> int:
+    soft = raise_open_file_limit()
+    allowed = max(1, (soft - FILES_RESERVED) // FILES_PER_CALL)
+    if allowed < 1000:
+        log.warning("the open-file limit (%s) allows only %s calls in flight per worker", soft, allowed)
+    return allowed
+
+
 class Runtime:
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.snapshot = Snapshot()
         self.limiter = TokenBucketLimiter(settings.gateway.rate_limit)
-        # Streams: only the connect phase has an aiohttp timeout; the rest is watched by the relay.
-        self.stream_timeout = aiohttp.ClientTimeout(total=None, connect=settings.upstream.connect_timeout_seconds)
+        upstream = settings.upstream
+        # `sock_connect`, not `connect`: aiohttp's `connect` includes waiting for a pooled
+        # connection, a local wait that must never count as an upstream failure.
+        # The rest is watched around each request (first byte, whole call, stream gaps).
+        self.connect_limit = aiohttp.ClientTimeout(total=None, sock_connect=upstream.connect_timeout_seconds)
+        self.in_flight = 0  # calls of this worker between admission and their end
+        self.max_in_flight = upstream.max_in_flight
         self._refresh_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._publishing: set[asyncio.Task[Any]] = set()
@@ -82,6 +140,8 @@ class Runtime:
             if self.executor.lifecycle is not None:
                 self.executor.lifecycle.shared = SharedNotFoundCounts(self.link, settings.gateway.lifecycle)
         upstream = settings.upstream
+        sse.max_event_bytes = upstream.max_event_bytes
+        self.max_in_flight = min(upstream.max_in_flight, in_flight_allowed_by_open_files())
         self.http = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=upstream.pool_size,
@@ -99,13 +159,15 @@ class Runtime:
         if self.link is not None:
             self._tasks.append(asyncio.create_task(self._listen_for_changes(), name="config-changes"))
         if self.executor.lifecycle is not None:
+            adapter_for = lambda kind: get_kind(kind).adapter  # noqa: E731
             probe = ModelProbe(
                 self.executor.lifecycle,
-                adapter_lister(lambda kind: get_kind(kind).adapter, self.checks.http),
+                adapter_lister(adapter_for, self.checks.http),
                 self.checks.routes,
                 SystemClock(),  # a schedule in real time, whatever clock the calls are timed with
                 settings.gateway.lifecycle.probe_interval_seconds,
                 self.schedule.runs_here,
+                adapter_for,
             )
             self._tasks.append(asyncio.create_task(probe.run(), name="model-probe"))
 
@@ -148,11 +210,32 @@ class Runtime:
         return ready and not self.draining, checks
 
     async def fetch(self, req: UpstreamRequest, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
-        """One whole (non-streamed) upstream exchange; transport failures become typed errors."""
+        """One whole (non-streamed) upstream exchange within `timeout` seconds, with the
+        per-attempt connect and first-byte limits; transport failures become typed errors."""
+        upstream = self.settings.upstream
+        first_byte = min(timeout, upstream.response_timeout_seconds or timeout)
         try:
-            async with self.http.request(req.method, req.url, headers=req.headers, data=req.body,
-                                         timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
-                return resp.status, resp.headers, await resp.read()
+            async with asyncio.timeout(timeout):
+                try:
+                    async with asyncio.timeout(first_byte):  # until the response's head is in
+                        resp = await self.http.request(req.method, req.url, headers=req.headers, data=req.body,
+                                                       timeout=self.connect_limit)
+                except TimeoutError:
+                    raise UpstreamError(ErrorType.TIMEOUT_ERROR,
+                                        f"Upstream sent no answer within {first_byte:g} s") from None
+                try:
+                    if resp.status >= 400:  # a refusal: its head is enough to classify it
+                        body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+                    else:
+                        body = await read_capped(resp, upstream.max_body_bytes)
+                except BaseException:
+                    resp.close()  # not back to the pool: the rest of its body is unread
+                    raise
+                resp.release()
+                return resp.status, resp.headers, body
+        except aiohttp.ConnectionTimeoutError:
+            raise UpstreamError(ErrorType.TIMEOUT_ERROR,
+                                f"Upstream did not accept a connection within {upstream.connect_timeout_seconds:g} s")
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
             raise UpstreamError(ErrorType.TIMEOUT_ERROR, f"Upstream did not answer within {timeout:.0f} s")
         except aiohttp.ClientError as exc:

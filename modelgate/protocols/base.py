@@ -41,6 +41,11 @@ class NativeStreamTap(Protocol):
 
     usage: Usage | None
     finished: bool  # saw the protocol's normal end of stream
+    stopped: bool  # saw the stop reason (the answer is complete even if the end marker never comes)
+    error: bytes | None  # the data of an upstream error event, once one came
+    end_marker: bytes  # the protocol's end of stream, for an upstream that closed without it
+    after_error: bytes  # what ends the stream after an error event
+    events: int  # events seen so far, keep-alives aside: the stall limit's measure of progress
 
     def filter(self, chunk: bytes) -> bytes: ...
 
@@ -89,6 +94,10 @@ class ClientCodec(Protocol):
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> StreamEncoder:
         """An encoder for one response; `body` is the client request (stream options)."""
+        ...
+
+    def keepalive(self) -> bytes:
+        """What keeps an idle stream of this protocol open, on every route (pass-through too)."""
         ...
 
     def native_usage(self, body: dict[str, Any]) -> Usage: ...

@@ -57,6 +57,7 @@ STOP_REASON: dict[str, StopReason] = {
 }
 
 DONE = b"data: [DONE]\n\n"
+KEEPALIVE = b": keep-alive\n\n"
 
 
 def _is_int(value: Any) -> bool:
@@ -386,6 +387,9 @@ class ChatCodec:
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         return {}  # nothing of a chat client's headers is the upstream's business
 
+    def keepalive(self) -> bytes:
+        return KEEPALIVE
+
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_openai(body.get("usage"))
 
@@ -452,61 +456,87 @@ class ChatStreamEncoder:
                 out += sse.encode(orjson.dumps(usage_chunk))
             return out + DONE
         if isinstance(event, StreamError):
-            return error_event(event.error_type, event.message)
+            return error_event(event.error_type, event.message) + DONE
         return b""
 
     def keepalive(self) -> bytes:
-        return b": keep-alive\n\n"
+        return KEEPALIVE
 
     def error_event(self, error_type: str, message: str) -> bytes:
-        return error_event(error_type, message)
+        # The error frame, then the stream's own end, so clients waiting for [DONE] finish cleanly.
+        return error_event(error_type, message) + DONE
 
 
 class ChatStreamTap:
     """Reads usage from a pass-through chat stream and hides the usage chunk the gateway asked for.
 
     Bytes are forwarded as soon as the events they hold are complete; only an
-    event split across socket reads waits for its remaining bytes. The stream is
-    searched, not split: only the one event holding a usage object is decoded.
-    Every chunk names the model: it is spliced to the client's id (`model`, if given).
+    event split across socket reads waits for its remaining bytes (the SSE
+    framer: linear, bounded). Only the events holding a usage or an error
+    object are decoded; an event whose data is not a JSON object (or [DONE])
+    is an unreadable answer. The content of the JSON is forwarded unchecked, but
+    for the model, spliced to the client's id (`model`, if given).
     """
 
-    __slots__ = ("client_wants_usage", "usage", "finished", "_pending", "_model_field")
+    __slots__ = ("client_wants_usage", "usage", "finished", "stopped", "error", "events", "_framer", "_model_field")
+
+    end_marker = DONE  # added when the upstream closes after its finish_reason but without [DONE]
+    after_error = DONE  # follows an upstream error event, so the stream still ends cleanly
 
     def __init__(self, client_wants_usage: bool, model: str | None = None) -> None:
         self.client_wants_usage = client_wants_usage
         self.usage: Usage | None = None
         self.finished = False
-        self._pending = b""
+        self.stopped = False  # saw a finish_reason
+        self.error: bytes | None = None  # the data of an upstream error event, once one came
+        self.events = 0  # data events seen (keep-alive comments are no progress)
+        self._framer = sse.Framer(b"\n\n")
         self._model_field = model_field(model) if model is not None else None
 
     def filter(self, chunk: bytes) -> bytes:
-        buffer = self._pending + chunk if self._pending else chunk
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n")
-        end = buffer.rfind(b"\n\n")
-        if end < 0:
-            self._pending = buffer
+        events = self._framer.feed(chunk)
+        if not events:
             return b""
-        out, self._pending = buffer[: end + 2], buffer[end + 2 :]
-        start = 0
-        while (at := _usage_at(out, start)) >= 0:
-            boundary = out.rfind(b"\n\n", 0, at)
-            event_start = boundary + 2 if boundary >= 0 else 0
-            event_end = out.find(b"\n\n", at) + 2
-            if self._read_usage(out[event_start:event_end]):  # the usage-only chunk the client did not ask for
-                out = out[:event_start] + out[event_end:]
-                start = event_start
-            else:
-                start = event_end
-        if b"data: [DONE]" in out:
-            self.finished = True
-        if self._model_field is not None:
-            out = set_model(out, self._model_field)
-        return out
+        for raw in events:
+            if raw.startswith(b":"):
+                continue  # a comment (keep-alive): no progress
+            if b"data: {" not in raw and b"data:{" not in raw and b"[DONE]" not in raw:
+                raise sse.unreadable_event()
+            self.events += 1
+        out = events[0] if len(events) == 1 else b"".join(events)
+        if not self.stopped and (b'"finish_reason":"' in out or b'"finish_reason": "' in out):
+            self.stopped = True
+        if b'"usage"' not in out and b'"error"' not in out and b"[DONE]" not in out:
+            return self._named(out)  # the bulk of a stream: content deltas
+        kept = []
+        for raw in events:
+            if b"data: [DONE]" in raw or b"data:[DONE]" in raw:
+                self.finished = True
+            elif b'"error"' in raw and self._read_error(raw):
+                kept.append(raw)
+                continue
+            elif _usage_at(raw, 0) >= 0 and self._read_usage(raw):  # the usage-only chunk the client did not ask for
+                continue
+            kept.append(raw)
+        return self._named(b"".join(kept))
+
+    def _named(self, out: bytes) -> bytes:
+        return set_model(out, self._model_field) if self._model_field is not None else out
+
+    def _read_error(self, raw: bytes) -> bool:
+        event = sse.parse_event(raw)
+        try:
+            parsed = orjson.loads(event.data) if event is not None else None
+        except orjson.JSONDecodeError:
+            return False
+        if isinstance(parsed, dict) and parsed.get("error"):
+            self.error = event.data.encode()  # type: ignore[union-attr]
+            return True
+        return False
 
     def error_event(self, error_type: str, message: str) -> bytes:
-        return error_event(error_type, message)
+        # The error frame, then the stream's own end, so clients waiting for [DONE] finish cleanly.
+        return error_event(error_type, message) + DONE
 
     def _read_usage(self, raw: bytes) -> bool:
         """Records the event's usage; True when the event must be hidden from the client."""

@@ -818,11 +818,10 @@ class MessagesStreamEncoder:
 # --- pass-through of a native upstream ---------------------------------------
 
 
-_FRAME_END = re.compile(rb"\r?\n\r?\n|\r\r")
 
 
 class MessagesStreamTap:
-    """Reads usage from a native vendor stream; only its first frame is ever changed.
+    """Reads usage from a native vendor stream without changing its events.
 
     Only `message_start`, `message_delta` and `message_stop` frames are parsed;
     the bulk of the stream (content deltas) is skipped by event name. The model
@@ -831,35 +830,34 @@ class MessagesStreamTap:
     byte is forwarded as it came.
     """
 
-    _WATCHED = frozenset({"message_start", "message_delta", "message_stop"})
+    _WATCHED = frozenset({"message_start", "message_delta", "message_stop", "error"})
+
+    end_marker = sse_frame("message_stop", {"type": "message_stop"})  # after a stop_reason, if missing
+    after_error = b""  # an `error` event is itself the end of a messages stream
 
     def __init__(self, model: str | None = None) -> None:
         self.usage: Usage | None = None
         self.finished = False
+        self.stopped = False  # saw a message_delta with a stop_reason
+        self.error: bytes | None = None  # the data of an upstream `error` event, once one came
+        self.events = 0  # events seen, pings and comments aside (those are no progress)
         self._parser = sse.SSEParser()
         self._raw: dict[str, Any] = {}  # vendor usage fields, cumulative
         self._model_field = model_field(model) if model is not None else None
-        self._head = b""  # bytes held until the first frame is complete
 
     def filter(self, chunk: bytes) -> bytes:
-        self._read(chunk)
-        if self._model_field is None:
-            return chunk
-        head = self._head + chunk
-        end = _FRAME_END.search(head)
-        if end is None:
-            self._head = head
-            return b""
-        first = head[: end.end()]
-        if b"message_start" in first:
-            first = set_model(first, self._model_field, 1)
-        self._model_field, self._head = None, b""
-        return first + head[end.end() :]
-
-    def _read(self, chunk: bytes) -> None:
-        for raw in self._parser.feed_raw(chunk):
+        raws = self._parser.feed_raw(chunk)
+        for i, raw in enumerate(raws):
+            if raw.startswith(b":") or raw.startswith(b"event: ping"):
+                continue  # keep-alives: no progress
+            if b"data: {" not in raw and b"data:{" not in raw:
+                raise sse.unreadable_event()
+            self.events += 1
+            if self._model_field is not None and b"message_start" in raw:
+                raws[i] = set_model(raw, self._model_field, 1)  # the client's model id
+                self._model_field = None
             # Content deltas, the bulk of a stream, are skipped without decoding.
-            if b"message_" not in raw:
+            if b"message_" not in raw and b"error" not in raw:
                 continue
             frame = sse.parse_event(raw)
             event = frame.event if frame is not None else None
@@ -868,18 +866,29 @@ class MessagesStreamTap:
             if event == "message_stop":
                 self.finished = True
                 continue
+            if event == "error":
+                self.error = frame.data.encode()
+                continue
             try:
                 payload = orjson.loads(frame.data)
             except orjson.JSONDecodeError:
+                continue
+            if not isinstance(payload, dict):
                 continue
             if event == "message_start":
                 usage = (payload.get("message") or {}).get("usage")
             else:
                 usage = payload.get("usage")
+                delta = payload.get("delta")
+                if isinstance(delta, dict) and delta.get("stop_reason"):
+                    self.stopped = True
             if isinstance(usage, dict):
                 # message_delta counts are cumulative and may omit fields message_start gave.
                 self._raw.update({k: v for k, v in usage.items() if v is not None})
                 self.usage = usage_from_vendor(self._raw)
+        # Whole events only: what reached the client is always a readable stream, and a stream
+        # that fails inside its first event can still be failed over.
+        return raws[0] if len(raws) == 1 else b"".join(raws)
 
     def error_event(self, error_type: str, message: str) -> bytes:
         return stream_error(error_type, message)
@@ -913,6 +922,9 @@ class MessagesCodec:
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> MessagesStreamEncoder:
         return MessagesStreamEncoder(model)
+
+    def keepalive(self) -> bytes:
+        return PING
 
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_vendor(body.get("usage"))

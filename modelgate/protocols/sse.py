@@ -1,29 +1,128 @@
-"""Incremental server-sent-events framing over raw byte chunks.
+"""Incremental server-sent-events framing over raw byte chunks, linear and bounded.
 
 Hand-written because the gateway reads upstream bytes in whatever chunks the
 socket yields and must forward them without waiting: the SSE client
 libraries available each own their HTTP client and parse whole responses.
+
+Like httpx's `LineDecoder`, each byte is looked at once: only the new chunk
+is searched for a boundary (plus the one byte before it), and the bytes of an
+unfinished event are kept as a list of chunks, joined once when the event
+completes. Re-scanning a growing buffer on every read made one 8 MB event
+cost seconds of event-loop time. An event (or NDJSON line) larger than
+`max_event_bytes` is an upstream fault, not a reason to grow without end.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from modelgate.errors import ErrorType, UpstreamError
+
+DEFAULT_MAX_EVENT_BYTES = 16 * 1024 * 1024
+
+# Process-wide cap, set from `upstream.max_event_bytes` when the runtime starts.
+max_event_bytes = DEFAULT_MAX_EVENT_BYTES
+
+
+def event_too_large(limit: int) -> UpstreamError:
+    return UpstreamError(ErrorType.UPSTREAM_ERROR, f"Upstream sent a stream event larger than {limit} bytes")
+
+
+def unreadable_event() -> UpstreamError:
+    return UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream sent an unreadable stream event")
+
 
 @dataclass(slots=True)
 class SSEEvent:
     event: str | None
     data: str
-    raw: bytes  # the exact bytes of the event including its terminating blank line
+    raw: bytes  # the exact bytes of the event including its terminating blank line (CRLF as LF)
+
+
+class Framer:
+    """Splits a byte stream at a separator (b"\\n\\n" for SSE, b"\\n" for NDJSON) in linear time.
+
+    CR LF is read as LF (a CR at the end of one chunk waits for the next one).
+    """
+
+    __slots__ = ("_sep", "_parts", "_size", "_cr", "_limit")
+
+    def __init__(self, separator: bytes, limit: int | None = None) -> None:
+        self._sep = separator
+        self._parts: list[bytes] = []  # bytes of the unfinished frame
+        self._size = 0
+        self._cr = False  # the previous chunk ended with a CR
+        self._limit = limit
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        if self._cr:
+            chunk = b"\r" + chunk
+            self._cr = False
+        if chunk.endswith(b"\r"):
+            chunk = chunk[:-1]
+            self._cr = True
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        if not chunk:
+            return []
+        frames: list[bytes] = []
+        sep = self._sep
+        width = len(sep)
+        start = 0
+        if width == 2 and self._parts and self._parts[-1].endswith(b"\n") and chunk.startswith(b"\n"):
+            # The blank line straddles the chunk boundary.
+            self._parts.append(b"\n")
+            frames.append(self._take())
+            start = 1
+        while True:
+            end = chunk.find(sep, start)
+            if end < 0:
+                break
+            piece = chunk[start : end + width]
+            if self._parts:
+                self._parts.append(piece)
+                self._size += len(piece)
+                self._check()
+                frames.append(self._take())
+            else:
+                self._size = len(piece)
+                self._check()
+                frames.append(piece)
+                self._size = 0
+            start = end + width
+        if start < len(chunk):
+            rest = chunk[start:] if start else chunk
+            self._parts.append(rest)
+            self._size += len(rest)
+            self._check()
+        return frames
+
+    def _check(self) -> None:
+        limit = max_event_bytes if self._limit is None else self._limit
+        if self._size > limit:
+            self._parts.clear()
+            self._size = 0
+            raise event_too_large(limit)
+
+    def _take(self) -> bytes:
+        frame = self._parts[0] if len(self._parts) == 1 else b"".join(self._parts)
+        self._parts.clear()
+        self._size = 0
+        return frame
+
+    @property
+    def pending(self) -> bytes:
+        """Bytes of a frame not yet terminated (what a cut stream left behind)."""
+        return b"".join(self._parts) + (b"\r" if self._cr else b"")
 
 
 class SSEParser:
     """Splits a byte stream into events at blank lines; handles \\n and \\r\\n."""
 
-    __slots__ = ("_buffer",)
+    __slots__ = ("_framer",)
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    def __init__(self, limit: int | None = None) -> None:
+        self._framer = Framer(b"\n\n", limit)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         return [event for raw in self.feed_raw(chunk) if (event := parse_event(raw)) is not None]
@@ -31,24 +130,11 @@ class SSEParser:
     def feed_raw(self, chunk: bytes) -> list[bytes]:
         """The complete events in the stream so far, as bytes; pass-through taps look at
         these without decoding them (the hot path of a relayed stream)."""
-        buffer = self._buffer + chunk if self._buffer else chunk
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n")
-        raws = []
-        start = 0
-        while True:
-            end = buffer.find(b"\n\n", start)
-            if end < 0:
-                break
-            raws.append(buffer[start : end + 2])
-            start = end + 2
-        self._buffer = buffer[start:]
-        return raws
+        return self._framer.feed(chunk)
 
     @property
     def pending(self) -> bytes:
-        """Bytes of an event not yet terminated (what a cut stream left behind)."""
-        return self._buffer
+        return self._framer.pending
 
 
 def parse_event(raw: bytes) -> SSEEvent | None:

@@ -406,6 +406,7 @@ class AnthropicStreamDecoder:
 
 class AnthropicMessagesAdapter:
     wire = NATIVE_WIRE
+    answer_fields = ("content",)
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         body = messages_body(req, upstream_model)

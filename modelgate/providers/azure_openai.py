@@ -102,6 +102,12 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
             self.headers(endpoint),
         )
 
+    @staticmethod
+    def list_name(model: str) -> str | None:
+        """The model list holds deployable base models, never deployment names: it cannot
+        tell whether a deployment exists (the lifecycle probe skips Azure)."""
+        return None
+
     def parse_models(self, body: bytes) -> list[str]:
         data = orjson.loads(body).get("data") or []
         return [m["id"] for m in data if (m.get("capabilities") or {}).get("chat_completion") and "id" in m]

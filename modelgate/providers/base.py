@@ -8,11 +8,17 @@ with their default base URLs. Adapters are pure translators: they build an
 
 from __future__ import annotations
 
+import logging
+import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterable, Mapping, Protocol
+
+import orjson
 
 from modelgate.errors import ErrorType, UpstreamError, redact
-from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent
+from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamError, StreamEvent
+
+log = logging.getLogger("modelgate.providers")
 
 
 @dataclass(slots=True, frozen=True)
@@ -50,6 +56,9 @@ class WireAdapter(Protocol):
     wire: str  # e.g. "openai-chat"; equals a client protocol's `native_wire` for pass-through
     # Optional `positional_system = True`: IR `system` turns may stay in place in `messages`;
     # without it the gateway hoists them into `ChatRequest.system` first.
+    # Top-level fields of which a successful answer has at least one; a 200 body with none of
+    # them is of the wrong shape (an unreadable answer), not an empty success.
+    answer_fields: tuple[str, ...]
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest: ...
 
@@ -92,9 +101,197 @@ async def prepare(adapter: WireAdapter, endpoint: Endpoint) -> None:
 def refusal(adapter: WireAdapter, status: int, body: bytes, headers: Mapping[str, str],
              endpoint: Endpoint) -> UpstreamError:
     """The classified upstream error, with the endpoint's key taken out of the provider's text."""
-    error = adapter.classify_error(status, body, headers)
+    try:
+        error = adapter.classify_error(status, body, headers)
+    except Exception as exc:  # an error body the adapter cannot read is still that HTTP error
+        log.warning("unreadable upstream error body (%s)", type(exc).__name__)
+        error = classify_by_status(status, body[:300].decode("utf-8", "replace"), headers)
     error.message = redact(error.message, endpoint.api_key)
     return error
+
+
+# --- the one choke point for upstream answers ------------------------------------------------
+#
+# Whatever an adapter cannot read (HTML from a proxy, truncated or invalid JSON, JSON of the wrong
+# shape, a bad stream chunk) becomes UPSTREAM_ERROR here, so it is retried, failed over and counted
+# by the breaker like any HTTP error; a 200 whose body is an error is classified like that error.
+
+# Vendor error names in 200 bodies, as the HTTP status the same error comes with, so each
+# adapter's own classify_error reads them as it reads an HTTP refusal.
+_STATUS_OF_ERROR_NAME = {
+    # messages wire and OpenAI-style `error.type` / `error.code`
+    "invalid_request_error": 400, "authentication_error": 401, "permission_error": 403,
+    "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
+    "overloaded_error": 529, "rate_limit_exceeded": 429, "insufficient_quota": 429,
+    "model_not_found": 404, "invalid_api_key": 401, "server_error": 500,
+    # google.rpc `error.status` (Gemini)
+    "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
+    # AWS exception names (Bedrock `__type` / x-amzn-ErrorType)
+    "ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
+    "ThrottlingException": 429, "ServiceQuotaExceededException": 429, "ModelTimeoutException": 408,
+    "InternalServerException": 500, "ServiceUnavailableException": 503, "ModelNotReadyException": 503,
+}
+
+
+def unreadable(what: str, exc: BaseException | None = None) -> UpstreamError:
+    if exc is not None:
+        log.warning("unreadable upstream %s (%s: %s)", what, type(exc).__name__, str(exc)[:200])
+    return UpstreamError(ErrorType.UPSTREAM_ERROR, f"Upstream sent an unreadable {what}")
+
+
+def is_error_body(parsed: Any) -> bool:
+    """Whether a 200 JSON body is one of the providers' error bodies rather than an answer."""
+    if isinstance(parsed, list) and len(parsed) == 1:  # Gemini's array form
+        parsed = parsed[0]
+    if not isinstance(parsed, dict):
+        return False
+    if parsed.get("type") == "error" or parsed.get("error"):  # messages wire; OpenAI/Gemini/Ollama style
+        return True
+    # Cohere and Bedrock: `{"message": "<text>"}`; their answers carry `message` as an object.
+    return isinstance(parsed.get("message"), str) and not any(k in parsed for k in ("choices", "output"))
+
+
+def _status_hint(parsed: Any, headers: Mapping[str, str]) -> int:
+    if isinstance(parsed, list) and parsed:
+        parsed = parsed[0]
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    names: list[Any] = []
+    if isinstance(error, dict):
+        code = error.get("code")
+        if isinstance(code, int) and 400 <= code <= 599:
+            return code
+        names += [error.get("status"), error.get("type"), code]
+    if isinstance(parsed, dict):
+        names.append(str(parsed.get("__type") or "").rsplit("#", 1)[-1])
+    names.append(str(headers.get("x-amzn-errortype") or headers.get("x-amzn-ErrorType") or "").split(":", 1)[0])
+    for name in names:
+        if isinstance(name, str) and name in _STATUS_OF_ERROR_NAME:
+            return _STATUS_OF_ERROR_NAME[name]
+    return 500  # an unnamed error: a retryable upstream error
+
+
+def body_refusal(adapter: WireAdapter, parsed: Any, body: bytes, headers: Mapping[str, str],
+                 endpoint: Endpoint) -> UpstreamError | None:
+    """The classified error a 200 body carries, or None when it is an answer."""
+    if not is_error_body(parsed):
+        return None
+    return refusal(adapter, _status_hint(parsed, headers), body, headers, endpoint)
+
+
+def _checked(adapter: WireAdapter, parsed: Any, body: bytes, headers: Mapping[str, str],
+             endpoint: Endpoint) -> dict[str, Any]:
+    error = body_refusal(adapter, parsed, body, headers, endpoint)
+    if error is not None:
+        raise error
+    fields = getattr(adapter, "answer_fields", None)  # None: an adapter that has not declared them
+    if not isinstance(parsed, dict) or (fields and not any(isinstance(parsed.get(f), (dict, list)) for f in fields)):
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream sent an answer of an unexpected shape")
+    return parsed
+
+
+def read_answer(adapter: WireAdapter, body: bytes, headers: Mapping[str, str], endpoint: Endpoint) -> ChatResponse:
+    """A non-streamed 200 answer as IR; anything else raises a typed UpstreamError."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON") from None
+    _checked(adapter, parsed, body, headers, endpoint)
+    try:
+        return adapter.parse_response(body)
+    except UpstreamError:
+        raise
+    except Exception as exc:
+        raise unreadable("answer", exc) from None
+
+
+def read_native_answer(adapter: WireAdapter, body: bytes, headers: Mapping[str, str],
+                       endpoint: Endpoint) -> dict[str, Any]:
+    """A non-streamed 200 answer to forward as is (pass-through): checked, not converted."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON") from None
+    return _checked(adapter, parsed, body, headers, endpoint)
+
+
+def stream_refusal(adapter: WireAdapter, body: bytes, headers: Mapping[str, str], endpoint: Endpoint) -> UpstreamError:
+    """A stream request answered 200 with a whole body instead of a stream (JSON error, HTML page)."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream answered a stream request with a body that is not a stream")
+    error = body_refusal(adapter, parsed, body, headers, endpoint)
+    return error or UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream answered a stream request with a body that is not a stream")
+
+
+class GuardedDecoder:
+    """A stream decoder whose failures, whatever they are, end the stream with a typed error event."""
+
+    __slots__ = ("_inner", "_failed")
+
+    def __init__(self, inner: StreamDecoder) -> None:
+        self._inner = inner
+        self._failed = False
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        if self._failed:
+            return []
+        try:
+            return self._inner.feed(chunk)
+        except Exception as exc:
+            return self._fail(exc)
+
+    def close(self) -> list[StreamEvent]:
+        if self._failed:
+            return []
+        try:
+            return self._inner.close()
+        except Exception as exc:
+            return self._fail(exc)
+
+    def _fail(self, exc: Exception) -> list[StreamEvent]:
+        self._failed = True
+        err = exc if isinstance(exc, UpstreamError) else unreadable("stream event", exc)
+        return [StreamError(err.error_type.value, err.message)]
+
+
+def read_models(adapter: WireAdapter, body: bytes) -> list[str]:
+    """A model list; an unreadable one is an UPSTREAM_ERROR like any unreadable answer."""
+    try:
+        models = adapter.parse_models(body)
+    except UpstreamError:
+        raise
+    except Exception as exc:
+        raise unreadable("model list", exc) from None
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise unreadable("model list")
+    return models
+
+
+# A dated model id (`claude-sonnet-4-5-20250929`, `gpt-4o-2024-08-06`) also answers to its
+# undated alias and the vendors' `-latest` alias.
+_DATE_SUFFIX = re.compile(r"-(\d{8}|\d{4}-\d{2}-\d{2})$")
+
+
+def in_model_list(adapter: WireAdapter, upstream_model: str, models: Iterable[str]) -> bool | None:
+    """Whether a provider's model list shows the model; None where that list cannot answer for
+    this name (the adapter's `list_name` returns None for it: Azure deployments, Bedrock
+    inference profiles). Names are compared in the adapter's normal form (Ollama tags)."""
+    normal = getattr(adapter, "list_name", None) or (lambda name: name)
+    wanted = normal(upstream_model)
+    if wanted is None:
+        return None
+    names: set[str] = set()
+    for listed in models:
+        name = normal(listed)
+        if name is None:
+            continue
+        names.add(name)
+        alias = _DATE_SUFFIX.sub("", name)
+        if alias != name:
+            names.update((alias, alias + "-latest"))
+    return wanted in names
 
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:

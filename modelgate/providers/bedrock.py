@@ -263,8 +263,12 @@ def _chain(endpoint: Endpoint) -> AwsChain | None:
     return source_for(endpoint, lambda: AwsChain(str(profile) if profile else None))  # type: ignore[return-value]
 
 
+_PROFILE_PREFIX = re.compile(r"^(us|us-gov|eu|apac|jp|au|ca|global)\.")
+
+
 class BedrockAdapter:
     wire = "bedrock-converse"
+    answer_fields = ("output",)
 
     async def prepare(self, endpoint: Endpoint) -> None:
         chain = _chain(endpoint)
@@ -354,6 +358,14 @@ class BedrockAdapter:
             base = f"https://bedrock.{region_of(endpoint)}.amazonaws.com"
         url = f"{base}/foundation-models?byOutputModality=TEXT"
         return UpstreamRequest("GET", url, self._sign("GET", url, None, endpoint, "bedrock", {"accept": "application/json"}))
+
+    @staticmethod
+    def list_name(model: str) -> str | None:
+        """Inference-profile ids (`us.anthropic.…`, required for on-demand Claude) and ARNs
+        (profiles, provisioned throughput) are not in the foundation-model list."""
+        if model.startswith("arn:") or _PROFILE_PREFIX.match(model):
+            return None
+        return model
 
     def parse_models(self, body: bytes) -> list[str]:
         return [m["modelId"] for m in orjson.loads(body).get("modelSummaries") or [] if "modelId" in m]

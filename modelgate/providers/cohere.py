@@ -165,6 +165,7 @@ def _message(body: bytes) -> str:
 
 class CohereAdapter:
     wire = "cohere"
+    answer_fields = ("message",)
 
     def _base(self, endpoint: Endpoint) -> str:
         return (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")

@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
+from modelgate.protocols import sse
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -185,6 +186,7 @@ def classify_message(status: int, message: str, headers: Mapping[str, str]) -> U
 
 class OllamaAdapter:
     wire = "ollama"
+    answer_fields = ("message",)
 
     def _base(self, endpoint: Endpoint) -> str:
         return (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -225,6 +227,11 @@ class OllamaAdapter:
     def models_request(self, endpoint: Endpoint) -> UpstreamRequest:
         return UpstreamRequest("GET", self._base(endpoint) + "/api/tags", self._headers(endpoint))
 
+    @staticmethod
+    def list_name(model: str) -> str:
+        """Ollama reads `llama3.2` as `llama3.2:latest`; its list always shows the tag."""
+        return model if ":" in model.rsplit("/", 1)[-1] else model + ":latest"
+
     def parse_models(self, body: bytes) -> list[str]:
         return [m.get("model") or m["name"] for m in orjson.loads(body).get("models") or []]
 
@@ -233,26 +240,23 @@ class OllamaStreamDecoder:
     """NDJSON chunks → IR events; the `done: true` line ends the stream."""
 
     def __init__(self) -> None:
-        self._buf = b""
+        self._lines = sse.Framer(b"\n")  # linear and bounded, like the SSE parser
         self._started = False
         self._ended = False
         self._tool_calls = 0
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
-        self._buf += chunk
         out: list[StreamEvent] = []
-        while not self._ended:
-            nl = self._buf.find(b"\n")
-            if nl < 0:
+        for line in self._lines.feed(chunk):
+            if self._ended:
                 break
-            line, self._buf = self._buf[:nl], self._buf[nl + 1 :]
             self._line(line, out)
         return out
 
     def close(self) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        if not self._ended and self._buf.strip():
-            line, self._buf = self._buf, b""
+        line = self._lines.pending
+        if not self._ended and line.strip():
             self._line(line, out)
         if not self._ended:
             self._ended = True

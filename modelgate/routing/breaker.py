@@ -4,18 +4,22 @@ CLOSED -> OPEN after `consecutive_failures` failures in a row, or a failure
 rate >= `failure_rate` over at least `min_calls` calls within `window_seconds`.
 OPEN -> HALF_OPEN once `recovery_seconds` have passed (seen on the next call
 or state query). HALF_OPEN admits `half_open_calls` trial calls: all succeed
--> CLOSED, any fails -> OPEN again.
+-> CLOSED, any fails -> OPEN again. A trial that has not reported within
+`half_open_trial_timeout_seconds` gives its slot back, so a lost report can
+never hold the endpoint at 503.
 
-The breaker counts calls, not attempts: the gateway retries one call on one
-endpoint several times and reports the outcome of that sequence once, so a
-single rate-limited call cannot open the breaker for everybody.
-Only upstream faults are failures; an INVALID_REQUEST or MODEL_NOT_FOUND
-answer proves the endpoint is up and counts as a success.
+Every upstream attempt counts, retries included (spec-notes: five failed
+attempts open a dead endpoint's breaker, whatever number of callers made
+them). Only upstream faults are failures; an INVALID_REQUEST or
+MODEL_NOT_FOUND answer proves the endpoint is up and counts as a success.
+Waiting for a local resource is never reported here. Every transition is
+logged with the endpoint id (never its key) and recorded as an event.
 """
 
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,6 +33,8 @@ from modelgate.routing.events import (
     NullSink,
     ResilienceEventData,
 )
+
+log = logging.getLogger("modelgate.breaker")
 
 NOT_FAULTS = frozenset({ErrorType.INVALID_REQUEST, ErrorType.MODEL_NOT_FOUND})
 
@@ -83,7 +89,7 @@ class _Breaker:
     window: _Window = field(default_factory=_Window)
     opened_mono: float = 0.0
     opened_wall: float | None = None  # Unix seconds, for the console
-    trials_admitted: int = 0
+    trials: deque[float] = field(default_factory=deque)  # admission times of the trials under way
     trials_succeeded: int = 0
 
 
@@ -132,21 +138,30 @@ class BreakerRegistry:
         detail: str = "",
     ) -> None:
         ctx = ctx or EventContext()
+        log.warning("breaker %s endpoint=%s channel=%s trace_id=%s error_type=%s: %s", event.value, endpoint_id,
+                    ctx.channel_id, ctx.trace_id, error_type, detail)
         self.sink.record_event(ResilienceEventData(
             event_type=event.value, trace_id=ctx.trace_id, channel_id=ctx.channel_id, endpoint=endpoint_id,
             model=ctx.model, error_type=error_type, detail=detail,
         ))
 
     def _refresh(self, endpoint_id: str, breaker: _Breaker, ctx: EventContext | None) -> None:
-        """Apply the time-driven OPEN -> HALF_OPEN transition."""
-        if (
-            breaker.state is BreakerState.OPEN
-            and self.clock.monotonic() - breaker.opened_mono >= self.settings.recovery_seconds
-        ):
+        """Apply the time-driven transitions: OPEN -> HALF_OPEN, and expiry of unreported trials."""
+        now = self.clock.monotonic()
+        if breaker.state is BreakerState.OPEN and now - breaker.opened_mono >= self.settings.recovery_seconds:
             breaker.state = BreakerState.HALF_OPEN
-            breaker.trials_admitted = breaker.trials_succeeded = 0
+            breaker.trials.clear()
+            breaker.trials_succeeded = 0
             self._emit(EventType.BREAKER_HALF_OPEN, endpoint_id, ctx,
                        detail=f"recovery time of {self.settings.recovery_seconds:g}s passed")
+        elif breaker.state is BreakerState.HALF_OPEN:
+            expired = 0
+            while breaker.trials and now - breaker.trials[0] >= self.settings.half_open_trial_timeout_seconds:
+                breaker.trials.popleft()
+                expired += 1
+            if expired:
+                log.warning("breaker endpoint=%s: %s trial call(s) did not report within %gs; slot(s) given back",
+                            endpoint_id, expired, self.settings.half_open_trial_timeout_seconds)
 
     def state(self, endpoint_id: str) -> BreakerState:
         breaker = self._breakers.get(endpoint_id)
@@ -162,8 +177,8 @@ class BreakerRegistry:
         self._refresh(endpoint_id, breaker, ctx)
         if breaker.state is BreakerState.CLOSED:
             return True
-        if breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted < self.settings.half_open_calls:
-            breaker.trials_admitted += 1
+        if breaker.state is BreakerState.HALF_OPEN and len(breaker.trials) < self.settings.half_open_calls:
+            breaker.trials.append(self.clock.monotonic())
             return True
         return False
 
@@ -179,15 +194,15 @@ class BreakerRegistry:
     def release(self, endpoint_id: str) -> None:
         """Give back a trial slot of a call that ended without an outcome (cancelled)."""
         breaker = self._breakers.get(endpoint_id)
-        if breaker is not None and breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted > 0:
-            breaker.trials_admitted -= 1
+        if breaker is not None and breaker.state is BreakerState.HALF_OPEN and breaker.trials:
+            breaker.trials.pop()
 
     def allows_retry(self, endpoint_id: str) -> bool:
-        """A call holding this endpoint keeps retrying unless another call opened the breaker."""
+        """A call keeps retrying this endpoint only while its breaker is not OPEN."""
         return self.state(endpoint_id) is not BreakerState.OPEN
 
     def record(self, endpoint_id: str, err: UpstreamError | None, ctx: EventContext | None = None) -> None:
-        """The outcome of one call on this endpoint (None = success)."""
+        """The outcome of one attempt on this endpoint (None = success)."""
         breaker = self._get(endpoint_id)
         failed = is_fault(err)
         error_type = err.error_type.value if failed and err else None
@@ -219,7 +234,8 @@ class BreakerRegistry:
         breaker.state = BreakerState.OPEN
         breaker.opened_mono = self.clock.monotonic()
         breaker.opened_wall = time.time()
-        breaker.trials_admitted = breaker.trials_succeeded = 0
+        breaker.trials.clear()
+        breaker.trials_succeeded = 0
         self._emit(EventType.BREAKER_OPENED, endpoint_id, ctx, error_type, why)
 
     @staticmethod
@@ -227,7 +243,8 @@ class BreakerRegistry:
         breaker.state = BreakerState.CLOSED
         breaker.consecutive = 0
         breaker.window.clear()
-        breaker.trials_admitted = breaker.trials_succeeded = 0
+        breaker.trials.clear()
+        breaker.trials_succeeded = 0
 
     def force_recover(self, endpoint_id: str, detail: str = "forced by an administrator",
                       emit: bool = True) -> BreakerState:
@@ -251,7 +268,7 @@ class BreakerRegistry:
         self._refresh(endpoint_id, breaker, None)
         if breaker.state is BreakerState.OPEN:
             return max(0.0, breaker.opened_mono + self.settings.recovery_seconds - self.clock.monotonic())
-        if breaker.state is BreakerState.HALF_OPEN and breaker.trials_admitted >= self.settings.half_open_calls:
+        if breaker.state is BreakerState.HALF_OPEN and len(breaker.trials) >= self.settings.half_open_calls:
             # Trials are under way; their outcome is known within one call, so ask again soon.
             return 1.0
         return 0.0

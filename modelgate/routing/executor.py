@@ -7,21 +7,25 @@ result or raises UpstreamError. For streams it returns once the first upstream
 event arrived, so everything before the first byte to the client is retried
 and failed over here. A stream's breaker outcome is only known at its end:
 for `ctx.stream` calls the gateway calls `executor.report(ctx, err_or_none)`
-when the stream ends (None for a clean end or a client disconnect; calling it
-again is harmless, so a `finally` is the right place).
+when the stream ends (None for a clean end or a client disconnect), or
+`executor.abandon(ctx)` when it ends without an outcome; calling either again
+is harmless, so a `finally` is the right place.
 `run` returns the first success or raises the caller-visible GatewayError.
 
-Per candidate endpoint (in FAIL_OVER order): take the breaker's permission,
-try, and on a retryable error wait by the error type's policy and try the same
-endpoint again. When its retries are used up the endpoint cools down and the
-next candidate is tried. INVALID_REQUEST and MODEL_NOT_FOUND end the call at
-once. Nothing waits past the call's deadline.
+Candidates are tried in FAIL_OVER order. Every attempt takes the endpoint's
+breaker permission and reports its outcome to the breaker (retries count).
+After a retryable error the endpoint waits its per-type backoff at the back of
+the queue, so another candidate is tried first when one exists; its retries
+stop when they are used up, when the next wait would pass the call's
+deadline, or as soon as its breaker opened. INVALID_REQUEST and
+MODEL_NOT_FOUND end the call at once. Nothing waits past the call's deadline.
 """
 
 from __future__ import annotations
 
 import random
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, TypeVar
 
@@ -66,10 +70,14 @@ class CallContext:
         return self.deadline - time.monotonic()
 
 
-class _EndpointFailed(Exception):
-    def __init__(self, err: UpstreamError) -> None:
-        super().__init__(err.message)
-        self.err = err
+@dataclass(slots=True)
+class _Tries:
+    """One candidate's attempts within one call."""
+
+    cand: Candidate
+    tries: int = 0
+    retries: dict[ErrorType, int] = field(default_factory=dict)
+    due: float = 0.0  # monotonic time before which it is not tried again
 
 
 class Executor:
@@ -103,17 +111,24 @@ class Executor:
         candidates = self.failover.candidates(routes)
         if not candidates:
             raise GatewayError(502, ErrorType.UPSTREAM_ERROR.value, "No upstream endpoint is configured")
+        queue = deque(_Tries(cand) for cand in candidates)
         last: UpstreamError | None = None
         failed: Candidate | None = None
         breaker_waits: list[float] = []
-        for cand in candidates:
-            if last is not None and self.clock.monotonic() >= ctx.deadline:
+        while queue:
+            entry = queue.popleft()
+            cand = entry.cand
+            now = self.clock.monotonic()
+            if last is not None and now >= ctx.deadline:
                 break
+            if entry.due > now:
+                await self.clock.sleep(entry.due - now)
             events = EventContext(ctx.trace_id, cand.route.channel_id, ctx.model)
             if not await self.breakers.admit(cand.endpoint.id, events):
-                breaker_waits.append(self.breakers.retry_after(cand.endpoint.id))
+                if entry.tries == 0:
+                    breaker_waits.append(self.breakers.retry_after(cand.endpoint.id))
                 continue
-            if failed is not None and last is not None:
+            if failed is not None and last is not None and failed is not cand:
                 self._event(
                     EventType.FAILOVER, ctx, failed, last,
                     f"from endpoint {failed.endpoint.id} (channel {failed.route.channel_id}) to endpoint "
@@ -121,65 +136,72 @@ class Executor:
                 )
             ctx.route, ctx.endpoint = cand.route, cand.endpoint
             try:
-                return await self._on_endpoint(ctx, cand, events, attempt)
-            except _EndpointFailed as exc:
-                last, failed = exc.err, cand
+                return await self._try(ctx, entry, events, attempt)
+            except UpstreamError as err:
+                last, failed = err, cand
             if not fails_over(last.error_type):
+                await self._final(ctx, cand, last)
                 raise errors.from_upstream(last) from last
+            wait = self._retry_wait(ctx, entry, last)
+            if wait is None:
+                continue
+            if queue:  # the other candidates are tried first; this one waits out its backoff meanwhile
+                entry.due = self.clock.monotonic() + wait
+            else:
+                await self.clock.sleep(wait)
+            queue.append(entry)
         if last is None:
             raise errors.breaker_open(min(breaker_waits))
         raise errors.from_upstream(last) from last
 
-    async def _on_endpoint(self, ctx: CallContext, cand: Candidate, events: EventContext, attempt: Attempt[T]) -> T:
-        """Try one endpoint with retries; raise _EndpointFailed with the last error."""
-        endpoint_id = cand.endpoint.id
-        retries: dict[ErrorType, int] = {}
-        tries = 0
+    async def _try(self, ctx: CallContext, entry: _Tries, events: EventContext, attempt: Attempt[T]) -> T:
+        """One attempt on one endpoint; its outcome goes to the breaker (a stream's at its end)."""
+        endpoint_id = entry.cand.endpoint.id
+        entry.tries += 1
+        ctx.attempts += 1
         outcome = False
         try:
-            while True:
-                tries += 1
-                ctx.attempts += 1
-                try:
-                    result = await attempt(cand.route, cand.endpoint)
-                except UpstreamError as err:
-                    ctx.errors.append(err)
-                    retries[err.error_type] = retries.get(err.error_type, 0) + 1
-                    wait = self.retry.delay(err, retries[err.error_type])
-                    stop = None
-                    if wait is None:
-                        stop = "retries used up" if self.retry.max_retries(err.error_type) else None
-                    elif self.clock.monotonic() + wait > ctx.deadline:
-                        stop = f"next wait of {wait:.2f}s would pass the call deadline"
-                    elif not self.breakers.allows_retry(endpoint_id):
-                        stop = "the endpoint's breaker opened"
-                    if wait is None or stop is not None:
-                        outcome = True
-                        self.breakers.record(endpoint_id, err, events)
-                        await self._failed(ctx, cand, err, tries, stop)
-                        raise _EndpointFailed(err) from err
-                    await self.clock.sleep(wait)
-                    continue
+            try:
+                result = await attempt(entry.cand.route, entry.cand.endpoint)
+            except UpstreamError as err:
                 outcome = True
-                if ctx.stream:
-                    ctx.stream_outcome_pending = True
-                else:
-                    self.breakers.record(endpoint_id, None, events)
-                    self.failover.recovered(endpoint_id)
-                return result
+                ctx.errors.append(err)
+                self.breakers.record(endpoint_id, err, events)
+                raise
+            outcome = True
+            if ctx.stream:
+                ctx.stream_outcome_pending = True
+            else:
+                self.breakers.record(endpoint_id, None, events)
+                self.failover.recovered(endpoint_id)
+            return result
         finally:
             if not outcome:  # cancelled mid-try: give back a half-open trial slot
                 self.breakers.release(endpoint_id)
 
-    async def _failed(
-        self, ctx: CallContext, cand: Candidate, err: UpstreamError, tries: int, stop: str | None
-    ) -> None:
+    def _retry_wait(self, ctx: CallContext, entry: _Tries, err: UpstreamError) -> float | None:
+        """Seconds until the endpoint's next try in this call, or None when it gets no more."""
+        cand = entry.cand
+        kind = err.error_type
+        entry.retries[kind] = entry.retries.get(kind, 0) + 1
+        wait = self.retry.delay(err, entry.retries[kind])
+        stop = None
+        if wait is None:
+            stop = "retries used up" if self.retry.max_retries(kind) else None
+        elif not self.breakers.allows_retry(cand.endpoint.id):
+            stop = "the endpoint's breaker opened"
+        elif self.clock.monotonic() + wait > ctx.deadline:
+            stop = f"next wait of {wait:.2f}s would pass the call deadline"
+        # Later calls try the other candidates first while this endpoint cools down.
+        self.failover.cool_down(cand.endpoint.id)
         if stop is not None:
             self._event(EventType.RETRY_EXHAUSTED, ctx, cand, err,
-                        f"{tries} attempt(s) on endpoint {cand.endpoint.id}: {stop}; last: {err.message}")
-        if fails_over(err.error_type):
-            self.failover.cool_down(cand.endpoint.id)
-        elif err.error_type is ErrorType.MODEL_NOT_FOUND and self.lifecycle is not None:
+                        f"{entry.tries} attempt(s) on endpoint {cand.endpoint.id}: {stop}; last: {err.message}")
+            return None
+        return wait
+
+    async def _final(self, ctx: CallContext, cand: Candidate, err: UpstreamError) -> None:
+        if err.error_type is ErrorType.MODEL_NOT_FOUND and self.lifecycle is not None:
             await self.lifecycle.observe_not_found(cand.route, ctx.trace_id, err.message)
 
     def report(self, ctx: CallContext, err: UpstreamError | None) -> None:
@@ -196,3 +218,10 @@ class Executor:
         ctx.errors.append(err)
         if fails_over(err.error_type):
             self.failover.cool_down(ctx.endpoint.id)
+
+    def abandon(self, ctx: CallContext) -> None:
+        """A stream that ended without an outcome (an error of the gateway's own): its
+        HALF_OPEN trial slot goes back, nothing is counted."""
+        if ctx.stream_outcome_pending and ctx.endpoint is not None:
+            ctx.stream_outcome_pending = False
+            self.breakers.release(ctx.endpoint.id)

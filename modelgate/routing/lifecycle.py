@@ -16,7 +16,15 @@ from typing import Awaitable, Callable, Iterable, Mapping, Protocol
 
 from modelgate.config import LifecycleSettings
 from modelgate.errors import ErrorType
-from modelgate.providers.base import Endpoint, UpstreamRequest, WireAdapter, prepare, refusal
+from modelgate.providers.base import (
+    Endpoint,
+    UpstreamRequest,
+    WireAdapter,
+    in_model_list,
+    prepare,
+    read_models,
+    refusal,
+)
 from modelgate.routing.events import (
     Clock,
     EventSink,
@@ -127,13 +135,19 @@ def adapter_lister(adapter_for: Callable[[str], WireAdapter], http: HttpCall) ->
         status, headers, body = await http(adapter.models_request(endpoint))
         if status != 200:
             raise refusal(adapter, status, body, headers, endpoint)
-        return adapter.parse_models(body)
+        return read_models(adapter, body)
 
     return list_models
 
 
 class ModelProbe:
-    """Re-checks routable model instances against their provider's model list."""
+    """Re-checks routable model instances against their provider's model list.
+
+    A model counts as missing only where that list is authoritative for the name used
+    (`providers.base.in_model_list` with the kind's adapter: Azure deployments and Bedrock
+    inference profiles are skipped, Ollama tags and dated vendor aliases normalised). Live
+    MODEL_NOT_FOUND answers stay the main signal.
+    """
 
     def __init__(
         self,
@@ -143,6 +157,7 @@ class ModelProbe:
         clock: Clock,
         interval_seconds: float,
         runs_here: Callable[[str, float], Awaitable[bool]] | None = None,
+        adapter_for: Callable[[str], WireAdapter] | None = None,
     ) -> None:
         self.monitor = monitor
         self.list_models = list_models
@@ -151,6 +166,12 @@ class ModelProbe:
         self.interval_seconds = interval_seconds
         # Whether this process runs the pass (once per deployment when workers share a lease).
         self.runs_here = runs_here
+        self.adapter_for = adapter_for
+
+    def _listed(self, route: Route, listed: set[str]) -> bool | None:
+        if self.adapter_for is None:
+            return route.upstream_model in listed
+        return in_model_list(self.adapter_for(route.provider_kind), route.upstream_model, listed)
 
     async def _listing(self, endpoints: tuple[Endpoint, ...]) -> set[str] | None:
         for endpoint in endpoints:
@@ -167,13 +188,15 @@ class ModelProbe:
             by_provider.setdefault(route.provider_id, {})[route.model_instance_id] = route
         missing: list[Route] = []
         for instances in by_provider.values():
+            if all(self._listed(r, set()) is None for r in instances.values()):
+                continue  # the list can answer for none of them: do not even ask
             endpoints = next((r.endpoints for r in instances.values() if r.endpoints), ())
             listed = await self._listing(endpoints)
             # An empty list is a provider without a listing, not a provider without models.
             if not listed:
                 continue
             for route in instances.values():
-                if route.upstream_model not in listed:
+                if self._listed(route, listed) is False:
                     missing.append(route)
                     await self.monitor.observe_not_found(route, detail="absent from the provider's model list")
         return missing

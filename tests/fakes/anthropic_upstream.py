@@ -298,11 +298,13 @@ class FakeAnthropic(FakeUpstream):
             frames.extend(self._block_frames(index, block))
             if reply.stream_error:
                 kind, text = reply.stream_error
-                frames.append(_frame("error", {"type": "error", "error": {"type": kind, "message": text}}))
                 resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
                 await resp.prepare(request)
                 for frame in frames:
                     await resp.write(frame)
+                # After the first bytes reached the client: an error before them is retried instead.
+                await asyncio.sleep(0.2)
+                await resp.write(_frame("error", {"type": "error", "error": {"type": kind, "message": text}}))
                 await resp.write_eof()
                 return resp
         delta_usage = {"output_tokens": usage["output_tokens"]}

@@ -17,7 +17,7 @@ from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode
 from modelgate.protocols.responses.encode import encode_response, usage_from_vendor
-from modelgate.protocols.responses.stream import ResponsesStreamEncoder, ResponsesStreamTap
+from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
 
 NATIVE_WIRE = "openai-responses"
 
@@ -52,6 +52,9 @@ class ResponsesCodec:
 
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_vendor(body.get("usage"))
+
+    def keepalive(self) -> bytes:
+        return KEEPALIVE
 
     def native_stream_tap(self, body: dict[str, Any]) -> ResponsesStreamTap:
         return ResponsesStreamTap(body["model"])

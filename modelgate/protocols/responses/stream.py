@@ -245,16 +245,26 @@ class ResponsesStreamTap:
     soon as the events they hold are complete.
     """
 
+    # The NativeStreamTap attributes the relay reads (stop reason, upstream errors, progress):
+    # a Responses stream ends with its terminal event, so there is no end marker to add.
+    stopped = False
+    error: bytes | None = None
+    end_marker = b""
+    after_error = b""
+
     def __init__(self, model: str) -> None:
         self.model = model
         self.usage: Usage | None = None
         self.finished = False
+        self.events = 0  # events seen (keep-alive comments are no progress for the stall limit)
         self._parser = sse.SSEParser()
         self._next_seq = 0
 
     def filter(self, chunk: bytes) -> bytes:
         raws = self._parser.feed_raw(chunk)
         for i, raw in enumerate(raws):
+            if not raw.startswith(b":"):
+                self.events += 1
             at = raw.find(b'"sequence_number":')
             if at >= 0:
                 digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()

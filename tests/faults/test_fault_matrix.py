@@ -1,0 +1,335 @@
+"""Fault injection: every fault x both client protocols x streamed or not x every wire adapter
+(pass-through where the wire is the client's own, conversion elsewhere).
+
+Each wire format has a healthy fake (tests/fakes, checked against the vendors' SDKs and
+captures) and, in front of a copy of it, a FaultUpstream that misbehaves. Each model is served
+by the faulty channel (priority 0) and a healthy backup channel (priority 1); a second
+application sees only the faulty channel. For every case the test asserts the caller's status
+and body shape (spec 7), the call-log row, the faulty endpoint's breaker count, and that the
+backup channel answered where one exists. Limits are small (a 0.4 s first byte, a 1.5 s
+application timeout) so the whole matrix runs in about a minute; retry waits go through an
+injected clock and pass at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import pytest_asyncio
+from sqlalchemy import select
+
+from modelgate.protocols.messages import vendor_error_type
+from modelgate.storage.models import CallLog
+from tests.faults.fault_upstream import FAULTS, Fault, FaultUpstream
+from tests.fakes.anthropic_upstream import FakeAnthropic
+from tests.fakes.bedrock_upstream import FakeBedrock
+from tests.fakes.cohere_upstream import FakeCohere
+from tests.fakes.gemini_upstream import FakeGemini
+from tests.fakes.ollama_upstream import FakeOllama
+from tests.fakes.openai_upstream import FakeOpenAI
+from tests.gateway_harness import GatewayHarness, harness_settings
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+APP_TIMEOUT = 1.5
+FIRST_BYTE = 0.4
+CAP = 1024 * 1024
+
+
+class ShiftClock:
+    """Real monotonic time plus every retry wait, which passes at once."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+    async def sleep(self, seconds: float) -> None:
+        self.offset += seconds
+        await asyncio.sleep(0)
+
+
+@dataclass
+class Wire:
+    name: str  # the adapter's wire format
+    kind: str  # a provider kind speaking it
+    model: str
+    key: str
+    fake: Any
+    stream_type: str
+    faulty: FaultUpstream | None = None
+    primary_channel: int = 0
+    backup_channel: int = 0
+    primary_endpoint: str = ""
+
+
+def _wires() -> list[Wire]:
+    return [
+        Wire("openai-chat", "openai", "gpt-test", "up-key-1", FakeOpenAI(), "text/event-stream"),
+        Wire("anthropic-messages", "anthropic", "claude-haiku-4-5", "sk-ant-fake-upstream-key", FakeAnthropic(),
+             "text/event-stream"),
+        Wire("gemini", "gemini", "gemini-2.5-flash", "gm-test-key", FakeGemini(), "text/event-stream"),
+        Wire("cohere", "cohere", "command-a-03-2025", "co-test-key", FakeCohere(), "text/event-stream"),
+        Wire("ollama", "ollama", "llama3.2:latest", "ollama-key", FakeOllama(), "application/x-ndjson"),
+        Wire("bedrock-converse", "aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0", "ABSKfakeBedrockApiKey",
+             FakeBedrock(), "application/vnd.amazon.eventstream"),
+    ]
+
+
+WIRE_NAMES = [w.name for w in _wires()]
+PASS_THROUGH = {"chat": "openai-chat", "messages": "anthropic-messages"}
+
+
+@dataclass
+class Setup:
+    gw: GatewayHarness
+    wires: dict[str, Wire]
+    key_with_backup: str
+    key_alone: str
+
+
+@pytest_asyncio.fixture(loop_scope="module", scope="module")
+async def setup(tmp_path_factory: pytest.TempPathFactory):
+    settings = harness_settings(tmp_path_factory.mktemp("faults"))
+    upstream = settings.upstream
+    upstream.connect_timeout_seconds = FIRST_BYTE
+    upstream.stream_first_byte_timeout_seconds = FIRST_BYTE
+    upstream.response_timeout_seconds = FIRST_BYTE
+    upstream.max_body_bytes = CAP
+    upstream.max_event_bytes = CAP
+    settings.gateway.stream_keepalive_seconds = 0.2
+    settings.gateway.retry.jitter = False
+    settings.gateway.lifecycle.probe_interval_seconds = 0
+    gw = await GatewayHarness(settings, ShiftClock()).start()
+    wires = {w.name: w for w in _wires()}
+    svc = gw.services
+    with_backup = await svc.applications.create("with-backup", timeout_seconds=APP_TIMEOUT)
+    alone = await svc.applications.create("alone", timeout_seconds=APP_TIMEOUT)
+    for wire in wires.values():
+        await wire.fake.start()
+        healthy_base = wire.fake.base_url
+        wire.faulty = await FaultUpstream(wire.name, wire.fake.origin, wire.stream_type).start()
+        faulty_base = healthy_base.replace(wire.fake.origin, wire.faulty.origin)
+        primary = await svc.providers.create(f"{wire.name}-faulty", wire.kind, base_url=faulty_base, keys=[wire.key])
+        backup = await svc.providers.create(f"{wire.name}-healthy", wire.kind, base_url=healthy_base, keys=[wire.key])
+        primary_channel = await svc.channels.create(f"{wire.name}-primary", primary.id, models=[wire.model], priority=0)
+        backup_channel = await svc.channels.create(f"{wire.name}-backup", backup.id, models=[wire.model], priority=1)
+        await svc.applications.authorize_channel(with_backup.id, primary_channel.id)
+        await svc.applications.authorize_channel(with_backup.id, backup_channel.id)
+        await svc.applications.authorize_channel(alone.id, primary_channel.id)
+        wire.primary_channel, wire.backup_channel = primary_channel.id, backup_channel.id
+    key_with_backup = (await svc.api_keys.create(with_backup.id, rate_capacity=100000, rate_refill=10000)).plaintext
+    key_alone = (await svc.api_keys.create(alone.id, rate_capacity=100000, rate_refill=10000)).plaintext
+    await gw.runtime.refresh()
+    for wire in wires.values():
+        [route] = [r for r in gw.runtime.snapshot.routes_by_model[wire.model] if r.channel_id == wire.primary_channel]
+        wire.primary_endpoint = route.endpoints[0].id
+    yield Setup(gw, wires, key_with_backup, key_alone)
+    for wire in wires.values():
+        await wire.faulty.close()  # type: ignore[union-attr]
+        await wire.fake.close()
+    await gw.stop()
+
+
+def reset(setup: Setup) -> None:
+    """Each case starts with closed breakers and no cooldowns."""
+    executor = setup.gw.runtime.executor
+    for endpoint in list(executor.breakers.states()):
+        executor.breakers.force_recover(endpoint, emit=False)
+        executor.failover.recovered(endpoint)
+
+
+async def call(setup: Setup, protocol: str, wire: Wire, stream: bool, key: str) -> httpx.Response:
+    if protocol == "chat":
+        url, headers = "/v1/chat/completions", {"authorization": f"Bearer {key}"}
+        body: dict[str, Any] = {"model": wire.model, "messages": [{"role": "user", "content": "hello there"}]}
+    else:
+        url, headers = "/alt/v1/messages", {"x-api-key": key, "alt-version": "2023-06-01"}
+        body = {"model": wire.model, "max_tokens": 32,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}]}
+    if stream:
+        body["stream"] = True
+    async with httpx.AsyncClient(base_url=setup.gw.url, timeout=30) as client:
+        return await client.post(url, headers=headers, json=body)
+
+
+async def log_row(setup: Setup, trace_id: str) -> CallLog:
+    await setup.gw.runtime.writer.flush()
+    async with setup.gw.runtime.db.session() as session:
+        return (await session.scalars(select(CallLog).where(CallLog.trace_id == trace_id))).one()
+
+
+def sse_events(text: str) -> list[tuple[str | None, str]]:
+    events = []
+    for block in text.split("\n\n"):
+        name, data = None, []
+        for line in block.split("\n"):
+            if line.startswith("event:"):
+                name = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if name is not None or data:
+            events.append((name, "\n".join(data)))
+    return events
+
+
+def stream_outcome(protocol: str, text: str) -> str | None:
+    """None for a complete answer, else the error type of the protocol's own error event.
+    Either way the stream must have ended cleanly in its protocol's terms."""
+    events = sse_events(text)
+    assert events, "an empty stream"
+    if protocol == "chat":
+        assert events[-1] == (None, "[DONE]"), f"chat stream does not end with [DONE]: {text[-300:]!r}"
+        errors = [orjson.loads(d)["error"] for _, d in events[:-1] if d.startswith('{"error"')]
+        if errors:
+            assert events[-2][1].startswith('{"error"'), "the error frame must come right before [DONE]"
+            return errors[-1]["code"]
+        assert any('"finish_reason":"' in d for _, d in events)
+        return None
+    name, data = events[-1]
+    if name == "error":
+        error = orjson.loads(data)
+        assert error["type"] == "error"
+        return error["error"]["type"]  # the vendor's error type
+    assert name == "message_stop", f"messages stream does not end with message_stop: {text[-300:]!r}"
+    return None
+
+
+def assert_answer(protocol: str, resp: httpx.Response) -> None:
+    assert resp.status_code == 200, resp.text[:500]
+    body = resp.json()
+    if protocol == "chat":
+        assert body["choices"][0]["message"]["role"] == "assistant"
+        assert isinstance(body["choices"][0]["message"]["content"], str)
+        assert body["choices"][0]["finish_reason"]
+    else:
+        assert body["type"] == "message" and body["role"] == "assistant"
+        assert body["content"] and body["stop_reason"]
+
+
+CASES = [
+    pytest.param(protocol, wire, stream, fault, id=f"{protocol}-{wire}-{'stream' if stream else 'whole'}-{fault.name}")
+    for fault in FAULTS
+    for protocol in ("chat", "messages")
+    for wire in WIRE_NAMES
+    for stream in (False, True)
+    if (fault.streams if stream else fault.whole)
+]
+
+
+@pytest.mark.parametrize(("protocol", "wire_name", "stream", "fault"), CASES)
+async def test_fault_with_a_healthy_backup(setup: Setup, protocol: str, wire_name: str, stream: bool,
+                                           fault: Fault) -> None:
+    reset(setup)
+    wire = setup.wires[wire_name]
+    assert wire.faulty is not None
+    wire.faulty.fault = fault.name
+    backup_calls = len(wire.fake.requests)
+    started = time.monotonic()
+    try:
+        resp = await call(setup, protocol, wire, stream, setup.key_with_backup)
+    finally:
+        wire.faulty.fault = None
+    took = time.monotonic() - started
+    row = await log_row(setup, resp.headers["x-trace-id"])
+    breaker = setup.gw.runtime.executor.breakers.states().get(wire.primary_endpoint)
+    passthrough = PASS_THROUGH[protocol] == wire_name
+
+    if stream and fault.after_first_byte:
+        # Too late to fail over: the protocol's own error event and a clean end, from the primary.
+        assert resp.status_code == 200
+        outcome = stream_outcome(protocol, resp.text)
+        assert row.channel_id == wire.primary_channel and row.status == 200
+        assert (row.error_code is None) == (outcome is None)
+        if outcome is not None:
+            assert breaker is not None and breaker.failures >= 1  # reported at the stream's end
+        expected = EXPECTED_AFTER_FIRST_BYTE[fault.name]
+        if isinstance(expected, dict):
+            expected = expected["pass-through" if passthrough else "conversion"]
+        if expected != "any":
+            assert row.error_code == expected, resp.text[-400:]
+            if expected is not None:  # the messages wire names errors by its own types
+                assert outcome == (expected if protocol == "chat" else vendor_error_type(expected))
+        if fault.name == "endless_keepalives":
+            assert APP_TIMEOUT <= took < APP_TIMEOUT + 3.0  # the stall limit (not a keep-alive tick later)
+        return
+
+    # Before the first byte reached the caller: a typed upstream failure, failed over to the backup.
+    if stream:
+        assert resp.status_code == 200, resp.text[:500]
+        assert stream_outcome(protocol, resp.text) is None, resp.text[-400:]
+    else:
+        assert_answer(protocol, resp)
+    assert len(wire.fake.requests) > backup_calls, "the backup was not used"
+    assert row.status == 200 and row.error_code is None
+    assert row.channel_id == wire.backup_channel and row.attempts == 2
+    assert breaker is not None and breaker.failures == 1  # the failed attempt counted
+    # A hung or dripping primary is given up at the per-attempt limit: the backup answered within
+    # the application's timeout, which the hang alone would have used up.
+    assert took < APP_TIMEOUT + 1.0
+
+
+EXPECTED_AFTER_FIRST_BYTE: dict[str, Any] = {
+    "reset_mid_stream": "NETWORK_ERROR",
+    "close_without_end": "NETWORK_ERROR",
+    "endless_keepalives": "TIMEOUT_ERROR",
+    # Pass-through forwards the upstream's JSON events unread; a conversion decoder that cannot
+    # use one ends the stream with UPSTREAM_ERROR (or skips a chunk it can ignore).
+    "bad_chunk": {"pass-through": None, "conversion": "any"},
+}
+
+ALONE = [
+    pytest.param(protocol, wire, stream, fault, id=f"{protocol}-{wire}-{'stream' if stream else 'whole'}-{fault.name}")
+    for fault in FAULTS
+    if not fault.after_first_byte
+    for protocol in ("chat", "messages")
+    for wire in ("openai-chat", "anthropic-messages", "gemini")
+    for stream in (False, True)
+    if (fault.streams if stream else fault.whole)
+]
+
+EXPECTED_ALONE = {
+    "html_200": "UPSTREAM_ERROR", "truncated_json_200": "UPSTREAM_ERROR", "invalid_json_200": "UPSTREAM_ERROR",
+    "wrong_shape_200": "UPSTREAM_ERROR", "reset_before_headers": "NETWORK_ERROR",
+    "hang_before_headers": "TIMEOUT_ERROR", "drip": "TIMEOUT_ERROR", "reset_mid_body": "NETWORK_ERROR",
+    "body_100mb": "UPSTREAM_ERROR", "garbage_stream": "UPSTREAM_ERROR", "event_16mb": "UPSTREAM_ERROR",
+}
+
+
+@pytest.mark.parametrize(("protocol", "wire_name", "stream", "fault"), ALONE)
+async def test_fault_without_a_backup_answers_the_spec_error(setup: Setup, protocol: str, wire_name: str,
+                                                             stream: bool, fault: Fault) -> None:
+    reset(setup)
+    wire = setup.wires[wire_name]
+    assert wire.faulty is not None
+    wire.faulty.fault = fault.name
+    faulty_calls = wire.faulty.requests
+    try:
+        resp = await call(setup, protocol, wire, stream, setup.key_alone)
+    finally:
+        wire.faulty.fault = None
+    attempts = wire.faulty.requests - faulty_calls
+    body = resp.json()
+    row = await log_row(setup, resp.headers["x-trace-id"])
+    assert resp.status_code == 502, resp.text[:300]
+    # spec 7.4: the envelope, code = the 7.5 type
+    assert body["success"] is False and body["traceId"] == resp.headers["x-trace-id"]
+    assert body["timestamp"].endswith("Z")
+    code = body["error"]["code"]
+    if fault.name == "error_body_200":
+        assert code == {"openai-chat": "UPSTREAM_ERROR", "anthropic-messages": "SERVICE_UNAVAILABLE",
+                        "gemini": "SERVICE_UNAVAILABLE"}[wire_name]
+    else:
+        assert code == EXPECTED_ALONE[fault.name], body
+    assert wire.key not in resp.text
+    assert (row.status, row.error_code, row.channel_id) == (502, code, wire.primary_channel)
+    assert row.attempts == attempts >= 1
+    breaker = setup.gw.runtime.executor.breakers.states()[wire.primary_endpoint]
+    assert breaker.failures == attempts or breaker.state.value == "OPEN"  # every attempt counted
