@@ -359,6 +359,95 @@ async def audit_list(svc: Any, args: argparse.Namespace) -> None:
     emit(args, page, lambda: (print_table(page.items, AUDIT_COLUMNS), print(f"({len(page.items)} of {page.total})")))
 
 
+def _config_env_names(data: Any) -> list[str]:
+    providers = data.get("providers") if isinstance(data, dict) else None
+    names = []
+    for provider in providers if isinstance(providers, list) else []:
+        for key in (provider.get("keys") or []) if isinstance(provider, dict) else []:
+            if isinstance(key, dict) and isinstance(key.get("env"), str):
+                names.append(key["env"])
+    return names
+
+
+def _read_config(path: str) -> tuple[Any, dict[str, str]]:
+    """The config document and the values of the environment variables it names (those set)."""
+    import yaml
+
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {exc}") from None
+    secrets = {name: os.environ[name] for name in _config_env_names(data) if os.environ.get(name)}
+    return data, secrets
+
+
+def _show_apply(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    def human() -> None:
+        changes = result["changes"]
+        if not changes:
+            print(f"No changes: the gateway already matches {args.file}.")
+            return
+        print("\n".join(changes))
+        if not result["applied"]:
+            print(f"({len(changes)} change(s); dry run: nothing changed)")
+            return
+        print(f"Applied {len(changes)} change(s).")
+        for key in result["createdKeys"]:
+            print(f"New key {key['name']} of application {key['application']}: {key['plaintext']}")
+        if result["createdKeys"]:
+            print("Store new keys now: they cannot be shown again.")
+
+    emit(args, result, human)
+
+
+async def config_apply(svc: Any, args: argparse.Namespace) -> None:
+    data, secrets = _read_config(args.file)
+    result = await svc.declarative.apply(data, secrets, dry_run=args.dry_run)
+    _show_apply(args, {"changes": result.changes, "applied": result.applied, "createdKeys": [
+        {"application": k.application, "name": k.name, "plaintext": k.plaintext} for k in result.created_keys]})
+
+
+def _write_export(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    import yaml
+
+    if args.json:
+        emit(args, data, lambda: None)
+        return
+    text = ("# modelgate configuration (modelgate export); upstream keys: set the named variables\n"
+            + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"Wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+async def config_export(svc: Any, args: argparse.Namespace) -> None:
+    _write_export(args, await svc.declarative.export())
+
+
+def remote_apply(args: argparse.Namespace) -> None:
+    from modelgate import cli_remote
+
+    data, secrets = _read_config(args.file)
+    result = cli_remote.call(args.url, "POST", "/config/apply", {"config": data, "secrets": secrets},
+                             query="dryRun=true" if args.dry_run else "")
+    _show_apply(args, result)
+
+
+def remote_export(args: argparse.Namespace) -> None:
+    from modelgate import cli_remote
+
+    _write_export(args, cli_remote.call(args.url, "GET", "/config/export"))
+
+
+REMOTE = {config_apply: remote_apply, config_export: remote_export}
+
+
 # --- commands that manage the process or schema -------------------------------
 
 
@@ -430,9 +519,11 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
             status = err.status
             raise
         finally:
-            if getattr(args, "action", "list") not in READ_ONLY_ACTIONS:
+            action = getattr(args, "action", None)
+            if action not in READ_ONLY_ACTIONS and args.command != "export" and not getattr(args, "dry_run", False):
                 await services.audit.record(actor=f"cli ({_os_user()})", via="cli", status=status,
-                                            action=f"cli {args.command} {args.action}", target=_target(args))
+                                            action=" ".join(filter(None, ("cli", args.command, action))),
+                                            target=_target(args))
     finally:
         await db.dispose()
         if link is not None:
@@ -467,6 +558,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", metavar="FILE",
                        help="YAML config file (default: $MODELGATE_CONFIG or ./modelgate.yaml)", **extra)
         p.add_argument("--json", action="store_true", help="machine-readable JSON output", **extra)
+        p.add_argument("--url", metavar="URL", help="act on a running gateway through its management API "
+                       "(apply, export), with the token in $MODELGATE_TOKEN", **extra)
         return p
 
     common = global_options(suppress=True)
@@ -588,6 +681,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--channel", required=True, metavar="NAME_OR_ID")
     p.add_argument("--endpoint", metavar="ID", help="only this endpoint (e.g. p1:k2)")
 
+    p = cmd(sub, "apply", config_apply, "make the gateway match a configuration file (diff first)")
+    p.add_argument("-f", "--file", required=True, help="gateway.yaml, or - for standard input")
+    p.add_argument("--dry-run", action="store_true", help="only show the changes")
+    p = cmd(sub, "export", config_export, "write the configuration in the apply format, without secrets")
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE (default standard output)")
+
     tokens = group("token", "management API tokens (Authorization: Bearer mgt_...)")
     p = cmd(tokens, "create", token_create, "create a token (shown once)")
     p.add_argument("--name", required=True)
@@ -618,6 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from modelgate.auth.crypto import ConfigError
+    from modelgate.cli_remote import RemoteError
 
     args = build_parser().parse_args(argv)
     try:
@@ -660,11 +760,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 + (f"\nNew ENCRYPTION_KEY (shown once): {new_value}" if args.generate else "")))
         elif args.direct:
             args.handler(args)
+        elif getattr(args, "url", None):
+            if args.handler not in REMOTE:
+                raise CliError(f"--url works with: {', '.join(sorted(h.__name__.split('_')[1] for h in REMOTE))}")
+            REMOTE[args.handler](args)
         else:
             asyncio.run(_with_services(settings, args.handler, args))
     except GatewayError as err:
         return _fail(args, err.code, f"error ({err.code}): {err.message}", err.message)
-    except CliError as err:
+    except (CliError, RemoteError) as err:
         return _fail(args, "ERROR", f"error: {err}", str(err))
     except ConfigError as err:
         # Printed bare: operators and scripts look for the code itself (ENCRYPTION_KEY_MISSING).

@@ -23,6 +23,7 @@ from modelgate.api.routes import (
     applications,
     auth,
     channels,
+    config,
     models,
     observe,
     providers,
@@ -59,6 +60,7 @@ TAGS = [
     {"name": "call-log", "description": "One row per inference call"},
     {"name": "resilience", "description": "Retry, failover and breaker events (ADMIN)"},
     {"name": "api-tokens", "description": "Management API tokens, sent as `Authorization: Bearer` (ADMIN)"},
+    {"name": "config", "description": "Declarative configuration: apply (dry run first) and export (ADMIN)"},
     {"name": "audit-log", "description": "Admin actions and logins: who, what, when, from where (ADMIN)"},
 ]
 
@@ -87,7 +89,7 @@ def create_management_app(state: ManagementState) -> FastAPI:
     for router in (
         auth.router, observe.catalog_router, observe.stats_router, channels.router, providers.router,
         models.router, models.blacklist_router, applications.router, applications.keys_router, users.router,
-        observe.logs_router, observe.events_router, admin.tokens_router, admin.audit_router,
+        observe.logs_router, observe.events_router, admin.tokens_router, admin.audit_router, config.router,
     ):
         app.include_router(router)
     return app

@@ -21,6 +21,7 @@ from modelgate.services.breakers import BreakerService
 from modelgate.services.call_log import CallLogService
 from modelgate.services.channels import ChannelService, ModelInstanceService
 from modelgate.services.context import OnChange, ServiceContext
+from modelgate.services.declarative import DeclarativeService
 from modelgate.services.providers import ProviderService
 from modelgate.services.users import UserService
 from modelgate.storage.db import Database
@@ -42,6 +43,7 @@ class Services:
         self.breakers = BreakerService(self.ctx, self.providers, self.channels)
         self.admin_tokens = AdminTokenService(self.ctx)
         self.audit = AuditService(self.ctx)
+        self.declarative = DeclarativeService(self)
 
     @property
     def on_change(self) -> OnChange | None:
