@@ -106,6 +106,14 @@ class UsageSettings(BaseModel):
     batch_size: int = 500
 
 
+class TelemetrySettings(BaseModel):
+    """OpenTelemetry traces (docs/observability.md); off while otlp_endpoint is unset."""
+
+    otlp_endpoint: str | None = None  # OTLP/HTTP collector, e.g. http://collector:4318
+    service_name: str = "modelgate"
+    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+
+
 class ServerSettings(BaseModel):
     host: str = "0.0.0.0"
     port: int = 8080
@@ -129,6 +137,7 @@ class Settings(BaseModel):
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     usage: UsageSettings = Field(default_factory=UsageSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
 
     @property
     def production(self) -> bool:
@@ -153,6 +162,8 @@ ENV_ALIASES = {
     "MODELGATE_DATA_DIR": "data_dir",
     "LOG_LEVEL": "log_level",
     "MODELGATE_CATALOG_FILE": "catalog_file",
+    "OTEL_EXPORTER_OTLP_ENDPOINT": "telemetry.otlp_endpoint",
+    "OTEL_SERVICE_NAME": "telemetry.service_name",
 }
 
 

@@ -298,13 +298,17 @@ async def test_metrics_count_calls_and_tokens(gateway, openai_upstream):
         await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, GOOD)
         after = (await http.get(f"{gateway.url}/metrics")).text
 
-    def sample(text: str, name: str) -> float:
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+    def sample(text: str, name: str, **labels: str) -> float:
+        # summed over the series whose labels include these (calls also carry model, channel...)
+        from prometheus_client.parser import text_string_to_metric_families
 
-    assert sample(after, 'modelgate_calls_total{protocol="chat",status="200"}') == \
-        sample(before, 'modelgate_calls_total{protocol="chat",status="200"}') + 1
-    assert sample(after, 'modelgate_tokens_total{direction="input"}') == \
-        sample(before, 'modelgate_tokens_total{direction="input"}') + 1
+        return sum(s.value for family in text_string_to_metric_families(text) for s in family.samples
+                   if s.name == name and labels.items() <= s.labels.items())
+
+    assert sample(after, "modelgate_calls_total", protocol="chat", status="200") == \
+        sample(before, "modelgate_calls_total", protocol="chat", status="200") + 1
+    assert sample(after, "modelgate_tokens_total", direction="input") == \
+        sample(before, "modelgate_tokens_total", direction="input") + 1
 
 
 async def test_log_lines_carry_the_trace_id_and_never_a_key(gateway, openai_upstream, caplog):

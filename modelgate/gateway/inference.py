@@ -171,6 +171,10 @@ class InferenceHandler:
         )
         ctx: CallContext | None = None
         admitted = False
+        tracer = self.rt.tracer  # None unless OpenTelemetry is configured (then tracing costs one check)
+        if tracer is not None:
+            started_ns = time.time_ns()
+            attempts: list[Any] = []
         try:
             key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
@@ -189,12 +193,15 @@ class InferenceHandler:
             admitted = True
             ctx = CallContext(trace_id, key, app, model, stream, time.monotonic() + app.timeout_seconds)
             call = _Call(self, codec, body, model, ctx, codec.upstream_headers(headers))
+            open_stream, complete = call.open_stream, call.complete
+            if tracer is not None:
+                open_stream, complete = tracer.wrap(open_stream, attempts), tracer.wrap(complete, attempts)
             if stream:
-                handle = await self.rt.executor.run(ctx, routes, call.open_stream)
+                handle = await self.rt.executor.run(ctx, routes, open_stream)
                 _note_route(record, ctx)
                 await self._relay(receive, send, call, handle, record, started)
             else:
-                payload, usage = await self._run_while_connected(receive, ctx, routes, call.complete)
+                payload, usage = await self._run_while_connected(receive, ctx, routes, complete)
                 _note_route(record, ctx)
                 _note_usage(record, usage)
                 record.status = 200
@@ -222,6 +229,8 @@ class InferenceHandler:
             record.latency_ms = (time.perf_counter() - started) * 1000.0
             self.rt.writer.record(record)
             metrics.observe(record)
+            if tracer is not None:
+                tracer.finish(record, started_ns, attempts)
             if record.status == 200:
                 log.info(
                     "call trace_id=%s key=%s model=%s channel=%s status=%s tokens=%s/%s latency_ms=%.1f",

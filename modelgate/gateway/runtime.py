@@ -18,6 +18,7 @@ from modelgate.auth.crypto import SecretBox, load_encryption_key
 from modelgate.auth.ratelimit import RedisTokenBucketLimiter, TokenBucketLimiter
 from modelgate.config import Settings
 from modelgate.errors import ErrorType, UpstreamError
+from modelgate.gateway import metrics
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.protocols import sse
 from modelgate.providers.base import UpstreamRequest
@@ -117,6 +118,7 @@ class Runtime:
         self._full_refresh_at = 0.0
         self.draining = False
         self.link: RedisLink | None = None
+        self.tracer: Any = None  # modelgate.gateway.otel.CallTracer when OpenTelemetry is configured
 
     async def start(self) -> None:
         settings = self.settings
@@ -131,7 +133,7 @@ class Runtime:
         self.schedule = Schedule(self.link)
         self.writer = UsageWriter(self.db, settings)
         self.writer.start()
-        self.executor = Executor(settings, clock=self.clock, sink=self.writer, deprecate=self)
+        self.executor = Executor(settings, clock=self.clock, sink=metrics.CountingSink(self.writer), deprecate=self)
         self.shared_breakers: SharedBreakers | None = None
         self.shared_cooldowns: SharedCooldowns | None = None
         if self.link is not None:  # one gateway across workers and instances
@@ -139,6 +141,11 @@ class Runtime:
             self.shared_cooldowns = SharedCooldowns(self.executor.failover, self.link, self.shared_breakers.channel)
             if self.executor.lifecycle is not None:
                 self.executor.lifecycle.shared = SharedNotFoundCounts(self.link, settings.gateway.lifecycle)
+        metrics.bind(self)
+        if settings.telemetry.otlp_endpoint:
+            from modelgate.gateway import otel  # the SDK is imported only when tracing is on
+
+            self.tracer = otel.from_settings(settings)
         upstream = settings.upstream
         sse.max_event_bytes = upstream.max_event_bytes
         self.max_in_flight = min(upstream.max_in_flight, in_flight_allowed_by_open_files())
@@ -180,6 +187,8 @@ class Runtime:
             await self.shared_breakers.close()
         await self.writer.stop()
         await MOCK_UPSTREAM.stop()
+        if self.tracer is not None:
+            await asyncio.to_thread(self.tracer.shutdown)
         logs.flush()
         await self.http.close()
         await self.db.dispose()
