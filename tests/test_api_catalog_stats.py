@@ -263,3 +263,11 @@ async def test_resilience_events_newest_first_filtered_paged(api: Env) -> None:
     ch2 = (await c.get("/api/v1/resilience/events?channelId=2")).json()["data"]
     assert {e["channelId"] for e in ch2["items"]} == {2} and ch2["total"] == 2
     assert_envelope_error(await c.get("/api/v1/resilience/events?type=BOGUS"), 400, "VALIDATION_ERROR")
+
+
+async def test_model_usage_never_lists_a_blank_model(api: Env) -> None:
+    # a call refused before its body named a model is logged with model ""
+    await _write(api, [_call(api, "", 0, 0), _call(api, "", 0, 0), _call(api, "gpt-4o", 1, 1)])
+    c = await as_admin(api)
+    top = (await c.get("/api/v1/stats/model-usage")).json()["data"]
+    assert [m["model"] for m in top] == ["gpt-4o"]

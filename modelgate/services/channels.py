@@ -38,7 +38,9 @@ def _owned_by(value: Any) -> str | None:
 def model_spec(spec: str | dict[str, Any]) -> dict[str, Any]:
     """Normalise a model given as an id or as {model_id, upstream_model, owned_by, capabilities}."""
     if isinstance(spec, str):
-        spec = {"model_id": spec}
+        # "alias=upstream": the gateway id callers use, then the name the provider is sent
+        model_id, sep, upstream = spec.partition("=")
+        spec = {"model_id": model_id, "upstream_model": upstream} if sep else {"model_id": spec}
     if not isinstance(spec, dict):
         raise validation_error("a model must be an id or an object with model_id")
     unknown = set(spec) - {"model_id", "upstream_model", "owned_by", "capabilities"}

@@ -153,7 +153,8 @@ class StatsService:
         per_model: dict[str, _Totals] = defaultdict(_Totals)
         rows, upstream = await self._rows(today - timedelta(days=days - 1), today, application_ids, by_day=False)
         for row in rows:
-            self._add(per_model[row.model], row, upstream)
+            if row.model:  # calls refused before a model was named are no model's usage
+                self._add(per_model[row.model], row, upstream)
         grand = sum(t.prompt + t.completion for t in per_model.values())
         ranked = sorted(per_model.items(), key=lambda kv: (-(kv[1].prompt + kv[1].completion), -kv[1].requests,
                                                            kv[0]))

@@ -329,3 +329,34 @@ export interface BlacklistEntry {
   reason: string;
   createdAt: string;
 }
+
+export interface ApiToken {
+  id: number;
+  name: string;
+  prefix: string;
+  role: Role;
+  userId: number;
+  createdBy: string;
+  createdAt: string;
+  expiresAt: string | null;
+  lastUsedAt: string | null;
+  revokedAt: string | null;
+}
+
+export interface CreatedApiToken {
+  token: ApiToken;
+  plaintext: string;
+}
+
+export interface AuditEntry {
+  id: number;
+  createdAt: string;
+  actor: string;
+  userId: number | null;
+  via: string;
+  action: string;
+  target: string;
+  status: number;
+  clientIp: string | null;
+  traceId: string | null;
+}

@@ -4,7 +4,7 @@ import { createContext } from 'preact';
 import { useContext, useEffect, useState } from 'preact/hooks';
 import { api, setCsrf, setUnauthorizedHandler, type Session } from './api';
 import { href, navigate, onLinkClick, useRoute } from './router';
-import { Icon, Loading, Toasts, toast, toastError } from './ui';
+import { Field, FormModal, Icon, Loading, Toasts, toast, toastError } from './ui';
 import { LoginPage } from './pages/login';
 import { DashboardPage } from './pages/dashboard';
 import { ProvidersPage } from './pages/providers';
@@ -14,6 +14,8 @@ import { EventsPage } from './pages/events';
 import { CallLogPage } from './pages/calls';
 import { UsersPage } from './pages/users';
 import { BlacklistPage } from './pages/blacklist';
+import { TokensPage } from './pages/tokens';
+import { AuditPage } from './pages/audit';
 
 export const SessionContext = createContext<Session | null>(null);
 
@@ -55,6 +57,8 @@ const NAV: { section: string; items: NavItem[] }[] = [
     items: [
       { route: 'users', label: 'Users', icon: 'users', admin: true, page: () => <UsersPage /> },
       { route: 'blacklist', label: 'IP blacklist', icon: 'shield', admin: true, page: () => <BlacklistPage /> },
+      { route: 'tokens', label: 'API tokens', icon: 'lock', admin: true, page: () => <TokensPage /> },
+      { route: 'audit', label: 'Audit log', icon: 'file', admin: true, page: () => <AuditPage /> },
     ],
   },
 ];
@@ -109,6 +113,7 @@ export function App() {
 
 function Shell({ session, route, onLogout }: { session: Session; route: string; onLogout: () => void }) {
   const [menuOpen, setMenuOpen] = useState(false);
+  const [changingPassword, setChangingPassword] = useState(false);
   const admin = isAdmin(session);
   const sections = NAV.map((s) => ({ ...s, items: s.items.filter((i) => admin || !i.admin) }))
     .filter((s) => s.items.length > 0);
@@ -154,6 +159,10 @@ function Shell({ session, route, onLogout }: { session: Session; route: string; 
             <strong>{session.user.username}</strong>
             <span>{session.user.role === 'ADMIN' ? 'Administrator' : 'User'}</span>
           </div>
+          <button type="button" class="icon-btn" title="Change password" aria-label="Change password"
+            onClick={() => setChangingPassword(true)}>
+            <Icon name="lock" />
+          </button>
           <button type="button" class="icon-btn" title="Sign out" aria-label="Sign out" onClick={logout}>
             <Icon name="logout" />
           </button>
@@ -171,7 +180,36 @@ function Shell({ session, route, onLogout }: { session: Session; route: string; 
           {active ? active.page() : <NotFound />}
         </main>
       </div>
+      {changingPassword && <PasswordForm onClose={() => setChangingPassword(false)} />}
     </div>
+  );
+}
+
+// Your own password; other sessions of this user end, this one stays.
+function PasswordForm({ onClose }: { onClose: () => void }) {
+  const [current, setCurrent] = useState('');
+  const [next, setNext] = useState('');
+  const [repeat, setRepeat] = useState('');
+  return (
+    <FormModal title="Change your password" submitText="Change password" onClose={onClose} onSubmit={async () => {
+      if (next !== repeat) throw new Error('The new passwords do not match');
+      await api.post('/auth/password', { currentPassword: current, newPassword: next });
+      toast('Password changed; your other sessions were signed out');
+      onClose();
+    }}>
+      <Field label="Current password" wide>
+        <input name="currentPassword" type="password" autoComplete="current-password" required value={current}
+          onInput={(e) => setCurrent(e.currentTarget.value)} />
+      </Field>
+      <Field label="New password" wide hint="At least 8 characters.">
+        <input name="newPassword" type="password" autoComplete="new-password" required minLength={8} value={next}
+          onInput={(e) => setNext(e.currentTarget.value)} />
+      </Field>
+      <Field label="Repeat new password" wide>
+        <input name="repeatPassword" type="password" autoComplete="new-password" required minLength={8} value={repeat}
+          onInput={(e) => setRepeat(e.currentTarget.value)} />
+      </Field>
+    </FormModal>
   );
 }
 

@@ -12,12 +12,16 @@ export interface Series {
 const HEIGHT = 240;
 const PAD = { top: 16, right: 12, bottom: 28, left: 48 };
 
-// Round the axis maximum up to 1, 2 or 5 times a power of ten, so ticks read well.
-function niceMax(value: number): number {
-  if (value <= 4) return 4;  // counts: keep ticks on whole numbers
-  const power = 10 ** Math.floor(Math.log10(value));
-  for (const step of [1, 2, 2.5, 5, 10]) {
-    if (step * power >= value) return step * power;
+const TICKS = 4;
+
+// The distance between axis ticks: a whole 1, 2 or 5 times a power of ten (the values are counts),
+// so that TICKS of them reach the largest bar.
+export function tickStep(max: number): number {
+  const raw = max / TICKS;
+  if (raw <= 1) return 1;
+  const power = 10 ** Math.floor(Math.log10(raw));
+  for (const m of [1, 2, 5, 10]) {
+    if (m * power >= raw) return m * power;
   }
   return 10 * power;
 }
@@ -36,12 +40,13 @@ export function BarChart({ labels, series, label }: { labels: string[]; series: 
   }, []);
 
   const totals = labels.map((_, i) => series.reduce((sum, s) => sum + (s.values[i] ?? 0), 0));
-  const max = niceMax(Math.max(...totals, 0));
+  const step = tickStep(Math.max(...totals, 0));
+  const max = step * TICKS;
   const plotW = width - PAD.left - PAD.right;
   const plotH = HEIGHT - PAD.top - PAD.bottom;
   const slot = plotW / Math.max(labels.length, 1);
   const barW = Math.max(4, Math.min(36, slot * 0.6));
-  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => f * max);
+  const ticks = Array.from({ length: TICKS + 1 }, (_, i) => i * step);
   const y = (v: number) => PAD.top + plotH - (v / max) * plotH;
   // Label every day on wide charts, fewer when space is short.
   const every = Math.ceil(labels.length / Math.max(1, Math.floor(plotW / 56)));

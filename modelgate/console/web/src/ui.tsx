@@ -116,6 +116,10 @@ const ICONS: Record<string, string> = {
   alert: 'M12 9v4M12 17h.01M10.3 3.9 1.8 18a2 2 0 0 0 1.7 3h17a2 2 0 0 0 1.7-3L13.7 3.9a2 2 0 0 0-3.4 0z',
   copy: 'M9 9h11v11H9zM5 15H4V4h11v1',
   refresh: 'M23 4v6h-6M1 20v-6h6M3.5 9a9 9 0 0 1 14.9-3.4L23 10M1 14l4.6 4.4A9 9 0 0 0 20.5 15',
+  pause: 'M6 4h4v16H6zM14 4h4v16h-4z',
+  lock: 'M5 11h14v10H5zM8 11V7a4 4 0 0 1 8 0v4',
+  file: 'M14 2H6v20h12V6zM14 2v4h4M8 13h8M8 17h8',
+  play: 'M5 3l14 9-14 9V3z',
   pulse: 'M3 12h4l2-5 4 10 2-5h6',
   x: 'M18 6 6 18M6 6l12 12',
   menu: 'M3 6h18M3 12h18M3 18h18',
@@ -212,6 +216,31 @@ export function Loader<T>(props: { state: Loaded<T>; children: (data: T) => Comp
   if (error) return <ErrorBox error={error} retry={reload} />;
   if (data === undefined) return loading ? <Loading /> : null;
   return <>{props.children(data)}</>;
+}
+
+// Reloads a page's data every few seconds while the tab is visible, until paused.
+export function useAutoRefresh(refresh: () => void, seconds = 10): { on: boolean; toggle: () => void } {
+  const [on, setOn] = useState(true);
+  const latest = useRef(refresh);
+  latest.current = refresh;
+  useEffect(() => {
+    if (!on) return undefined;
+    const timer = setInterval(() => {
+      if (!document.hidden) latest.current();
+    }, seconds * 1000);
+    return () => clearInterval(timer);
+  }, [on, seconds]);
+  return { on, toggle: () => setOn((v) => !v) };
+}
+
+export function AutoRefreshButton({ auto, seconds = 10 }: { auto: { on: boolean; toggle: () => void };
+  seconds?: number }) {
+  return (
+    <Button icon={auto.on ? 'pause' : 'play'} onClick={auto.toggle} aria-pressed={!auto.on}
+      title={auto.on ? `Refreshing every ${seconds} s; click to pause` : 'Auto-refresh is paused; click to resume'}>
+      {auto.on ? 'Pause' : 'Resume'} auto-refresh
+    </Button>
+  );
 }
 
 // --- buttons and forms ----------------------------------------------------------------------
@@ -425,5 +454,9 @@ export function CopyButton({ text, label = 'Copy' }: { text: string; label?: str
     setCopied(true);
     setTimeout(() => setCopied(false), 2000);
   };
+  if (!label) {  // icon only, for table cells
+    return <Button size="sm" variant="ghost" icon={copied ? 'check' : 'copy'} onClick={copy}
+      aria-label="Copy" title={copied ? 'Copied' : 'Copy'} />;
+  }
   return <Button icon={copied ? 'check' : 'copy'} onClick={copy}>{copied ? 'Copied' : label}</Button>;
 }

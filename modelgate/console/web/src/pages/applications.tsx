@@ -20,6 +20,7 @@ type Dialog =
   | { type: 'key'; app: Application }
   | { type: 'created'; created: CreatedKey }
   | { type: 'delete-key'; key: ApiKey }
+  | { type: 'rate'; key: ApiKey }
   | null;
 
 export function ApplicationsPage() {
@@ -85,6 +86,13 @@ export function ApplicationsPage() {
         }} />
       )}
       {dialog?.type === 'created' && <NewKeyDialog created={dialog.created} onClose={close} />}
+      {dialog?.type === 'rate' && (
+        <RateLimitForm apiKey={dialog.key} onClose={close} onDone={() => {
+          toast('Rate limit saved');
+          close();
+          setKeysTick((t) => t + 1);
+        }} />
+      )}
       {dialog?.type === 'delete-key' && (
         <Confirm title="Delete key" danger confirmText="Delete key" onClose={close}
           message={<>Delete key <code>{dialog.key.prefix}</code>? It can never authenticate again; this cannot be undone.</>}
@@ -229,6 +237,7 @@ function KeysCard({ app, onDialog }: { app: Application; onDialog: (d: Dialog) =
               align: 'right',
               render: (k) => (
                 <div class="row-actions">
+                  <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'rate', key: k })}>Rate limit</Button>
                   <Button size="sm" onClick={() => toggle(k)}>{k.status === 'ENABLED' ? 'Disable' : 'Enable'}</Button>
                   <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete key ${k.prefix}`}
                     onClick={() => onDialog({ type: 'delete-key', key: k })} />
@@ -238,6 +247,27 @@ function KeysCard({ app, onDialog }: { app: Application; onDialog: (d: Dialog) =
           ]} />
       )}</Loader>
     </Card>
+  );
+}
+
+// A key's own token bucket; empty fields fall back to the gateway-wide default.
+export function RateLimitForm({ apiKey, onClose, onDone }: { apiKey: ApiKey; onClose: () => void; onDone: () => void }) {
+  const [capacity, setCapacity] = useState(apiKey.rateCapacity === null ? '' : String(apiKey.rateCapacity));
+  const [refill, setRefill] = useState(apiKey.rateRefillPerSecond === null ? '' : String(apiKey.rateRefillPerSecond));
+  return (
+    <FormModal title={`Rate limit of ${apiKey.prefix}…`} submitText="Save" onClose={onClose} onSubmit={async () => {
+      await api.patch(`/keys/${apiKey.id}`, {
+        rateCapacity: capacity ? Number(capacity) : null, rateRefillPerSecond: refill ? Number(refill) : null,
+      });
+      onDone();
+    }}>
+      <Field label="Burst (requests)" hint="Token bucket size. Empty: the gateway default.">
+        <input name="rateCapacity" type="number" min={1} step="any" value={capacity} onInput={(e) => setCapacity(e.currentTarget.value)} />
+      </Field>
+      <Field label="Refill per second" hint="Sustained requests per second. Empty: the gateway default.">
+        <input name="rateRefillPerSecond" type="number" min={0.001} step="any" value={refill} onInput={(e) => setRefill(e.currentTarget.value)} />
+      </Field>
+    </FormModal>
   );
 }
 

@@ -3,7 +3,9 @@
 import { useState } from 'preact/hooks';
 import { api, type ApiKey, type CallLog, type Page } from '../api';
 import { dateTime, ms, num } from '../format';
-import { Badge, Button, Card, Empty, Loader, PageHeader, Pager, Table, useLoad } from '../ui';
+import {
+  AutoRefreshButton, Badge, Button, Card, CopyButton, Empty, Loader, PageHeader, Pager, Table, useAutoRefresh, useLoad,
+} from '../ui';
 
 const LIMIT = 25;
 const STATUSES = [200, 400, 401, 403, 404, 429, 500, 502, 503];
@@ -30,6 +32,7 @@ export function CallLogPage() {
     keyId: filters.keyId, model: filters.model.trim(), status: filters.status, traceId: filters.traceId.trim(),
     limit: LIMIT, offset,
   }), [filters, offset]);
+  const auto = useAutoRefresh(page.reload);
   const prefixes = new Map((keys.data ?? []).map((k) => [k.id, k.prefix]));
   const set = (field: keyof Filters) => (e: Event) =>
     setDraft({ ...draft, [field]: (e.currentTarget as HTMLInputElement).value });
@@ -42,7 +45,7 @@ export function CallLogPage() {
   return (
     <>
       <PageHeader title="Call log" subtitle="Every inference call with its status, tokens, latency and trace id."
-        actions={<Button icon="refresh" onClick={page.reload}>Refresh</Button>} />
+        actions={<><AutoRefreshButton auto={auto} /><Button icon="refresh" onClick={page.reload}>Refresh</Button></>} />
       <Card flush>
         <form class="filter-bar" onSubmit={apply}>
           <select aria-label="Key" value={draft.keyId} onChange={set('keyId')}>
@@ -76,7 +79,7 @@ export function CallLogPage() {
                   title: 'Model',
                   render: (c) => (
                     <div class="stack">
-                      <code>{c.model}</code>
+                      {c.model ? <code>{c.model}</code> : <span class="muted">—</span>}
                       <span class="muted small">{c.protocol}{c.stream ? ' · stream' : ''}{c.providerKind ? ` · ${c.providerKind}` : ''}</span>
                     </div>
                   ),
@@ -94,7 +97,15 @@ export function CallLogPage() {
                   render: (c) => <span title={c.firstByteMs !== null ? `first byte ${ms(c.firstByteMs)}` : undefined}>{ms(c.latencyMs)}</span>,
                 },
                 { title: 'Tries', align: 'right', render: (c) => c.attempts },
-                { title: 'Trace id', render: (c) => <code class="small trace">{c.traceId}</code> },
+                {
+                  title: 'Trace id',
+                  render: (c) => (
+                    <span class="trace-cell">
+                      <code class="small trace" title={c.traceId}>{c.traceId}</code>
+                      <CopyButton text={c.traceId} label="" />
+                    </span>
+                  ),
+                },
               ]} />
             <Pager total={p.total} limit={LIMIT} offset={offset} onChange={setOffset} />
           </>

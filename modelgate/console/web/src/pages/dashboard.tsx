@@ -4,7 +4,7 @@ import { useState } from 'preact/hooks';
 import { api, type ModelUsage, type Stats, type TrendPoint } from '../api';
 import { BarChart } from '../chart';
 import { costText, num, pct, short } from '../format';
-import { Badge, Button, Card, Empty, Loader, PageHeader, Table, useLoad } from '../ui';
+import { AutoRefreshButton, Badge, Button, Card, Empty, Loader, PageHeader, Table, useAutoRefresh, useLoad } from '../ui';
 
 const RANGES = [7, 14, 30];
 
@@ -20,11 +20,12 @@ export function DashboardPage() {
     trend.reload();
     top.reload();
   };
+  const auto = useAutoRefresh(refresh);
 
   return (
     <>
       <PageHeader title="Dashboard" subtitle="Usage measured from the call log. Days are UTC."
-        actions={<Button icon="refresh" onClick={refresh}>Refresh</Button>} />
+        actions={<><AutoRefreshButton auto={auto} /><Button icon="refresh" onClick={refresh}>Refresh</Button></>} />
 
       <Loader state={stats}>{(s) => <Kpis stats={s} />}</Loader>
 
@@ -100,14 +101,14 @@ function Trend({ points, metric }: { points: TrendPoint[]; metric: 'requests' | 
 
 function TopModels({ models }: { models: ModelUsage[] }) {
   return (
-    <Table label="Top models" rows={models} rowKey={(m) => m.model}
+    <Table label="Top models" rows={models} rowKey={(m) => m.model || '(none)'}
       empty={<Empty title="No calls yet" hint="Models appear here once applications call the gateway." />}
       columns={[
         {
           title: 'Model',
           render: (m) => (
             <div class="model-cell">
-              <code>{m.model}</code>
+              {m.model ? <code>{m.model}</code> : <span class="muted">(no model named)</span>}
               <div class="share"><i style={{ width: pct(m.tokenShare) }} /></div>
               <span class="muted small">
                 {pct(m.tokenShare)} of tokens · {m.priced ? costText(m.cost) : <Badge title="No catalog price for this model">unpriced</Badge>}

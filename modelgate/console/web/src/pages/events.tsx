@@ -54,9 +54,9 @@ export function EventsPage() {
                 { title: 'Channel', render: (e) => (e.channelId ? names.get(e.channelId) ?? `#${e.channelId}` : '—') },
                 { title: 'Endpoint', render: (e) => (e.endpointId ? <code class="small">{e.endpointId}</code> : '—') },
                 { title: 'Model', render: (e) => (e.model ? <code>{e.model}</code> : '—') },
-                { title: 'Error', render: (e) => e.errorType ?? '—' },
-                { title: 'Detail', render: (e) => <span class="small">{e.detail}</span> },
-                { title: 'Trace id', render: (e) => (e.traceId ? <code class="small trace">{e.traceId}</code> : '—') },
+                { title: 'Error', render: (e) => <span class="nowrap">{e.errorType ?? '—'}</span> },
+                { title: 'Detail', render: (e) => <span class="small detail">{e.detail}</span> },
+                { title: 'Trace id', render: (e) => (e.traceId ? <code class="small trace" title={e.traceId}>{e.traceId}</code> : '—') },
               ]} />
             <Pager total={p.total} limit={LIMIT} offset={offset} onChange={setOffset} />
           </>

@@ -28,6 +28,7 @@ async function loadAll(): Promise<Data> {
 type Dialog =
   | { type: 'provider' }
   | { type: 'key'; provider: Provider }
+  | { type: 'edit-provider'; provider: Provider }
   | { type: 'delete-provider'; provider: Provider }
   | { type: 'channel' }
   | { type: 'edit-channel'; channel: Channel }
@@ -62,6 +63,11 @@ export function ProvidersPage() {
 
       {dialog?.type === 'provider' && state.data && (
         <ProviderForm kinds={state.data.kinds} onClose={close} onDone={(p) => done(`Provider “${p.name}” added`)} />
+      )}
+      {dialog?.type === 'edit-provider' && state.data && (
+        <ProviderEditForm provider={state.data.providers.find((p) => p.id === dialog.provider.id) ?? dialog.provider}
+          kind={state.data.kinds.find((k) => k.kind === dialog.provider.kind)} onClose={close}
+          onChanged={state.reload} onDone={(p) => done(`Provider “${p.name}” saved`)} />
       )}
       {dialog?.type === 'key' && (
         <KeyForm provider={dialog.provider} onClose={close} onDone={() => done('Upstream key added')} />
@@ -133,6 +139,7 @@ function ProvidersCard({ data, onDialog, reload }: { data: Data; onDialog: (d: D
             align: 'right',
             render: (p) => (
               <div class="row-actions">
+                <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'edit-provider', provider: p })}>Edit</Button>
                 <Button size="sm" onClick={() => onDialog({ type: 'key', provider: p })}>Add key</Button>
                 <Button size="sm" onClick={() => toggle(p)}>{p.enabled ? 'Disable' : 'Enable'}</Button>
                 <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete provider ${p.name}`}
@@ -180,6 +187,63 @@ function ProviderForm({ kinds, onClose, onDone }: { kinds: ProviderKind[]; onClo
         <input name="upstreamKey" type="password" autoComplete="off" value={key} required={info?.keyRequired}
           onInput={(e) => setKey(e.currentTarget.value)} />
       </Field>
+    </FormModal>
+  );
+}
+
+// Base URL, options and the upstream keys of an existing provider (keys are never shown, only their hint).
+function ProviderEditForm({ provider, kind, onClose, onChanged, onDone }: { provider: Provider;
+  kind: ProviderKind | undefined; onClose: () => void; onChanged: () => void; onDone: (p: Provider) => void }) {
+  const [name, setName] = useState(provider.name);
+  const [baseUrl, setBaseUrl] = useState(provider.baseUrl);
+  const [options, setOptions] = useState(Object.keys(provider.options).length
+    ? JSON.stringify(provider.options, null, 2) : '');
+  const { run } = useAction();
+  const keyAction = (path: string, method: 'post' | 'del', message: string) =>
+    run(() => (method === 'post' ? api.post(path) : api.del(path)), message).then(onChanged);
+  return (
+    <FormModal title={`Edit ${provider.name}`} submitText="Save" wide onClose={onClose} onSubmit={async () => {
+      let parsed: unknown = {};
+      if (options.trim()) {
+        try {
+          parsed = JSON.parse(options);
+        } catch {
+          throw new Error('Options must be a JSON object, e.g. {"api_version": "2024-10-21"}');
+        }
+      }
+      onDone(await api.patch<Provider>(`/providers/${provider.id}`, {
+        name: name.trim(), baseUrl: baseUrl.trim(), options: parsed,
+      }));
+    }}>
+      <Field label="Name">
+        <input name="name" required value={name} onInput={(e) => setName(e.currentTarget.value)} />
+      </Field>
+      <Field label="Kind">
+        <input name="kind" value={kind?.label ?? provider.kind} disabled />
+      </Field>
+      <Field label="Base URL" wide hint={kind?.baseUrlNote || (kind?.defaultBaseUrl ? `Public endpoint: ${kind.defaultBaseUrl}` : undefined)}>
+        <input name="baseUrl" type="url" required value={baseUrl} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
+      </Field>
+      <Field label="Options (JSON)" wide hint="Kind-specific settings, e.g. api_version for Azure, region for Bedrock, latency_ms for mock.">
+        <textarea name="options" rows={4} value={options} placeholder="{}" spellcheck={false}
+          onInput={(e) => setOptions(e.currentTarget.value)} />
+      </Field>
+      <div class="field field-wide">
+        <span class="field-label">Upstream keys</span>
+        <div class="key-list" data-testid="provider-keys">
+          {provider.keys.length === 0 && <span class="muted small">No keys. Use “Add key” on the provider's row.</span>}
+          {provider.keys.map((k) => (
+            <div class="key-row" key={k.id}>
+              <Badge tone={k.enabled ? 'blue' : 'gray'}>{k.hint ? `••••${k.hint}` : `key #${k.id}`}</Badge>
+              <span class="muted small grow">{k.label || 'no label'} · added {dateTime(k.createdAt)}</span>
+              <Button size="sm" onClick={() => keyAction(`/providers/${provider.id}/keys/${k.id}/${k.enabled ? 'disable' : 'enable'}`,
+                'post', k.enabled ? 'Key disabled' : 'Key enabled')}>{k.enabled ? 'Disable' : 'Enable'}</Button>
+              <Button size="sm" variant="ghost" icon="trash" aria-label={`Remove key ${k.hint || k.id}`}
+                onClick={() => keyAction(`/providers/${provider.id}/keys/${k.id}`, 'del', 'Upstream key removed')} />
+            </div>
+          ))}
+        </div>
+      </div>
     </FormModal>
   );
 }
@@ -253,7 +317,7 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
                 {c.models.map((m) => (
                   <span key={m.id} class="model-chip">
                     <Badge tone={m.state === 'ACTIVE' ? 'violet' : m.state === 'DEPRECATED' ? 'amber' : 'gray'}
-                      title={`${m.upstreamModel} · ${m.state}`}>{m.modelId}{m.state !== 'ACTIVE' ? ` · ${m.state.toLowerCase()}` : ''}</Badge>
+                      title={`upstream ${m.upstreamModel} · ${m.state}`}>{m.modelId}{m.upstreamModel !== m.modelId ? ` → ${m.upstreamModel}` : ''}{m.state !== 'ACTIVE' ? ` · ${m.state.toLowerCase()}` : ''}</Badge>
                     {m.state !== 'ACTIVE' && (
                       <Button size="sm" variant="ghost" title="Route calls to this model again"
                         onClick={() => reactivate(m)}>Re-activate</Button>
@@ -310,7 +374,7 @@ function ChannelsCard({ data, onDialog, reload }: { data: Data; onDialog: (d: Di
             title: '',
             align: 'right',
             render: (c) => (
-              <div class="row-actions">
+              <div class="row-actions stacked">
                 <Button size="sm" onClick={() => toggle(c)}>{c.enabled ? 'Disable' : 'Enable'}</Button>
                 <Button size="sm" variant="ghost" onClick={() => onDialog({ type: 'edit-channel', channel: c })}>Edit</Button>
                 <Button size="sm" variant="ghost" icon="trash" aria-label={`Delete channel ${c.name}`}
@@ -341,10 +405,15 @@ function ChannelForm({ providers, channel, onClose, onDone }: { providers: Provi
   onClose: () => void; onDone: (c: Channel) => void }) {
   const [name, setName] = useState(channel?.name ?? '');
   const [providerId, setProviderId] = useState(channel?.providerId ?? providers[0]?.id ?? 0);
-  const [models, setModels] = useState(channel?.models.map((m) => m.modelId).join(', ') ?? '');
+  const [models, setModels] = useState(channel?.models.map((m) => (m.upstreamModel === m.modelId
+    ? m.modelId : `${m.modelId}=${m.upstreamModel}`)).join(', ') ?? '');
   const [priority, setPriority] = useState(String(channel?.priority ?? 0));
   const [weight, setWeight] = useState(String(channel?.weight ?? 1));
-  const modelList = () => models.split(/[\s,]+/).map((m) => m.trim()).filter(Boolean);
+  // "alias=upstream" maps a gateway model id to the name the provider is sent.
+  const modelList = () => models.split(/[\s,]+/).map((m) => m.trim()).filter(Boolean).map((m) => {
+    const [modelId, upstream] = m.split('=', 2);
+    return upstream ? { modelId: modelId.trim(), upstreamModel: upstream.trim() } : m;
+  });
 
   return (
     <FormModal title={channel ? `Edit ${channel.name}` : 'Add channel'} submitText={channel ? 'Save' : 'Add channel'}
@@ -365,8 +434,8 @@ function ChannelForm({ providers, channel, onClose, onDone }: { providers: Provi
           {providers.map((p) => <option key={p.id} value={p.id}>{p.name}</option>)}
         </select>
       </Field>
-      <Field label="Models" wide hint="Model ids callers use, separated by commas or spaces.">
-        <input name="models" value={models} placeholder="gpt-4o-mini, gpt-4o" onInput={(e) => setModels(e.currentTarget.value)} />
+      <Field label="Models" wide hint={<>Model ids callers use, separated by commas or spaces. <code>fast=gpt-4o-mini</code> serves the upstream model <code>gpt-4o-mini</code> as <code>fast</code>.</>}>
+        <input name="models" value={models} placeholder="gpt-4o-mini, fast=gpt-4o-mini" onInput={(e) => setModels(e.currentTarget.value)} />
       </Field>
       <Field label="Priority" hint="Lower is tried first; higher priorities are failover targets.">
         <input name="priority" type="number" required value={priority} onInput={(e) => setPriority(e.currentTarget.value)} />
