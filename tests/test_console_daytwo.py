@@ -50,6 +50,7 @@ async def test_edit_provider_keys_mapping_rate_limit_and_app(page, gateway, shot
     await dialog.get_by_label("Base URL").fill("http://mock-two.modelgate.invalid/v1")
     await dialog.get_by_label("Options (JSON)").fill('{"latency_ms": 5}')
     await expect(dialog.get_by_test_id("provider-keys")).to_contain_text("••••0001")
+    await page.screenshot(path=str(shots / "provider-edit.png"))
     await dialog.get_by_role("button", name="Remove key 0001").click()
     await expect(dialog.get_by_test_id("provider-keys")).to_contain_text("No keys")
     await dialog.get_by_role("button", name="Save").click()
@@ -128,7 +129,6 @@ async def test_dashboard_and_call_log_refresh_themselves(page, gateway, shots):
     ticks = await page.locator(".chart-axis").all_text_contents()
     y_ticks = [t for t in ticks if not re.fullmatch(r"\d\d-\d\d", t)]
     assert y_ticks and all(re.fullmatch(r"\d+", t) for t in y_ticks), y_ticks  # whole numbers for counts
-    await page.screenshot(path=str(shots / "dashboard.png"))
 
     pause = page.get_by_role("button", name="Pause auto-refresh")
     await pause.click()
@@ -139,7 +139,6 @@ async def test_dashboard_and_call_log_refresh_themselves(page, gateway, shots):
     await expect(calls.get_by_role("row")).to_have_count(5)  # header + 4
     await client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "again"}])
     await expect(calls.get_by_role("row")).to_have_count(6, timeout=15_000)
-    await page.screenshot(path=str(shots / "call-log.png"))
 
 
 async def test_password_tokens_and_audit_pages(page, gateway, shots):
@@ -252,7 +251,7 @@ async def test_every_page_fits_wide_screens_with_a_breaker_open(page, gateway, s
             for name in ("Force recovery", "Check now", "Disable", "Edit"):
                 await expect(row.get_by_role("button", name=name)).to_be_in_viewport()
             if width == 1440:
-                await page.screenshot(path=str(shots / "breaker-open.png"))
+                await page.screenshot(path=str(shots / "breaker-open-1440.png"))
 
 
 async def test_narrow_phone_screen_stays_usable(page, gateway, shots):
