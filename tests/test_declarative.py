@@ -230,3 +230,13 @@ async def test_cli_acts_on_a_running_server_with_a_token(tmp_path):
     finally:
         await harness.stop()
         await MOCK_UPSTREAM.stop()
+
+
+async def test_a_model_written_alias_equals_upstream_is_a_mapping_everywhere(api: Env) -> None:
+    # the API and the console send "fast=gpt-4o-mini" too: it must not become a model id "fast=gpt-4o-mini"
+    c = await as_admin(api)
+    provider = (await c.post("/api/v1/providers", json={"name": "m", "kind": "mock"})).json()["data"]
+    r = await c.post("/api/v1/channels", json={"name": "c", "providerId": provider["id"], "models": ["fast=gpt-4o-mini"]})
+    assert r.status_code == 201, r.text
+    (model,) = r.json()["data"]["models"]
+    assert (model["modelId"], model["upstreamModel"]) == ("fast", "gpt-4o-mini")
