@@ -6,6 +6,7 @@ directory; the commands are taken from README.md itself, so the README cannot dr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -42,7 +43,7 @@ def _free_port() -> int:
 def _wait_for_port(port: int, proc: subprocess.Popen, deadline: float) -> None:
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"`make run` exited with {proc.returncode}")
+            raise AssertionError(f"`make run` exited with {proc.returncode}:\n{proc.stdout.read()}")
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return
@@ -85,7 +86,8 @@ def test_readme_first_call_works_as_written(tmp_path):
         assert sdk.stdout.splitlines() == ["Mock answer from demo-model: hi"] * 2
         assert "--key-env OPENAI_API_KEY" in real_provider
     finally:
-        os.killpg(server.pid, signal.SIGINT)
+        with contextlib.suppress(ProcessLookupError):  # already gone when `make run` failed
+            os.killpg(server.pid, signal.SIGINT)
         try:
             output, _ = server.communicate(timeout=30)
         except subprocess.TimeoutExpired:
