@@ -102,8 +102,14 @@ class UpstreamSettings(BaseModel):
 
 
 class UsageSettings(BaseModel):
+    """The call-log writer (storage/usage_writer.py); bounds and guarantees in docs/decisions.md."""
+
     flush_interval_seconds: float = 0.5
     batch_size: int = 500
+    db_timeout_seconds: float = 5.0  # connect, each statement, and the pool wait of the writer
+    max_pending_rows: int = 100_000  # per table, in memory; call rows beyond it wait in the journal
+    journal: bool = True  # append accepted call rows to data_dir/call-journal before writing them
+    journal_max_bytes: int = 1 << 30  # beyond it rows are kept in memory only
 
 
 class TelemetrySettings(BaseModel):
@@ -126,6 +132,7 @@ class Settings(BaseModel):
     env: Literal["local", "production"] = "local"
     data_dir: str = "./data"
     database_url: str | None = None  # None = SQLite file in data_dir
+    database_timeout_seconds: float = 30.0  # connect, statement and pool wait (PostgreSQL)
     redis_url: str | None = None
     redis_prefix: str = "modelgate:"  # keeps deployments sharing one Redis apart
     redis_timeout_seconds: float = 0.25  # connect and per-command limit: a hung Redis must not stall calls

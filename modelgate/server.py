@@ -26,7 +26,8 @@ async def prepare(settings: Settings) -> str | None:
 
     Runs in the parent before workers start, so workers never race on migrations.
     """
-    db = Database.from_settings(settings)
+    # Migrations may rewrite big tables: no statement deadline here.
+    db = Database.from_settings(settings, statement_deadline=False)
     try:
         await db.migrate()
         box = SecretBox(load_encryption_key(settings, may_generate=not await sealed_count(db)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 
@@ -73,3 +74,25 @@ async def gateway(tmp_path):
     harness = await GatewayHarness(harness_settings(tmp_path)).start()
     yield harness
     await harness.stop()
+
+
+@pytest.fixture
+async def pg_url():
+    """The URL of a fresh, migrated PostgreSQL database, dropped afterwards."""
+    from modelgate.storage.db import Database
+
+    asyncpg = pytest.importorskip("asyncpg")
+    try:
+        admin = await asyncpg.connect("postgresql://postgres@127.0.0.1:5432/test", timeout=3)
+    except (OSError, asyncpg.PostgresError) as exc:
+        pytest.skip(f"PostgreSQL at 127.0.0.1:5432 is not reachable: {exc}")
+    name = f"mg_durability_{uuid.uuid4().hex[:12]}"
+    await admin.execute(f"CREATE DATABASE {name}")
+    try:
+        db = Database(f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}")
+        await db.migrate()
+        await db.dispose()
+        yield f"postgresql+asyncpg://postgres@127.0.0.1:5432/{name}"
+    finally:
+        await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        await admin.close()

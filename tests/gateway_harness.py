@@ -54,7 +54,8 @@ class GatewayHarness:
         await prepare(self.settings)
         config = uvicorn.Config(self.app, host="127.0.0.1", port=0, loop="none", http="httptools",
                                 lifespan="on", log_level="warning", access_log=False,
-                                timeout_graceful_shutdown=self.settings.server.drain_seconds)
+                                timeout_graceful_shutdown=self.settings.server.drain_seconds,
+                                proxy_headers=False)  # as modelgate.server runs it
         self.server = uvicorn.Server(config)
         self._task = asyncio.create_task(self.server.serve())
         while not self.server.started:

@@ -35,7 +35,11 @@ async def test_sqlite_migration_matches_models(database):
         version = (await conn.execute(text("select version_num from alembic_version"))).scalar_one()
     assert diff == []
     assert tables == set(Base.metadata.tables) | {"alembic_version"}
-    assert version == "0003"
+    from alembic.script import ScriptDirectory
+
+    from modelgate.storage.db import alembic_config
+
+    assert version == ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 async def test_sqlite_pragmas_and_data_dir(tmp_path):

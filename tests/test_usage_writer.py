@@ -70,17 +70,18 @@ async def test_batch_size_wakes_the_flusher(database, settings):
         await writer.stop()
 
 
-async def test_failed_flush_keeps_rows_bounded(database, settings, caplog):
+class _Broken:
+    def begin(self):
+        raise ConnectionError("database down")
+
+
+async def test_failed_flush_keeps_rows_bounded_without_journal(database, settings, caplog):
+    settings.usage.journal = False
     writer = UsageWriter(database, settings, max_pending=5)
     for i in range(3):
         writer.record(_call(i))
     real_engine = database.engine
-
-    class Broken:
-        def begin(self):
-            raise ConnectionError("database down")
-
-    database.engine = Broken()
+    database.engine = _Broken()
     try:
         assert await writer.flush() == 0
         assert writer.pending == 3 and writer.dropped == 0
@@ -89,12 +90,31 @@ async def test_failed_flush_keeps_rows_bounded(database, settings, caplog):
         assert await writer.flush() == 0
     finally:
         database.engine = real_engine
-    assert writer.pending == 5 and writer.dropped == 2
+    assert writer.pending == 5 and writer.dropped == 2 and writer.lost == 2
     assert "dropped 2 call_log rows" in caplog.text
     assert await writer.flush() == 5
     async with database.session() as s:
         tokens = sorted((await s.scalars(select(CallLog.prompt_tokens))).all())
     assert tokens == [2, 3, 4, 5, 6]  # the oldest rows were the ones dropped
+
+
+async def test_rows_over_the_memory_bound_are_written_from_the_journal(database, settings, caplog):
+    writer = UsageWriter(database, settings, max_pending=5)
+    real_engine = database.engine
+    database.engine = _Broken()
+    try:
+        for i in range(7):
+            writer.record(_call(i))
+        assert await writer.flush() == 0
+    finally:
+        database.engine = real_engine
+    assert writer.pending == 5 and writer.dropped == 2 and writer.lost == 0
+    await writer.flush()
+    async with database.session() as s:
+        tokens = sorted((await s.scalars(select(CallLog.prompt_tokens))).all())
+    assert tokens == list(range(7))
+    await writer.stop()
+    assert not list(writer.journal_root.glob("w-*")), "a writer that wrote everything leaves no journal"
 
 
 async def test_flush_marks_keys_used(services, database, settings):

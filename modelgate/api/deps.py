@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from modelgate.api.state import ManagementState
+from modelgate.auth.client_ip import forwarded_address
 from modelgate.errors import access_denied, not_found, unauthorized
 from modelgate.services.sessions import ActiveSession, LoginThrottle, SessionService
 from modelgate.services.views import ApplicationView
@@ -33,8 +34,9 @@ def client_ip(request: Request) -> str | None:
     mg: ManagementState = request.app.state.mg
     if mg.settings.gateway.trust_forwarded_for:
         forwarded = request.headers.get("x-forwarded-for")
-        if forwarded:
-            return forwarded.split(",")[0].strip()
+        address = forwarded_address(forwarded) if forwarded else None
+        if address is not None:
+            return address
     return request.client.host if request.client else None
 
 

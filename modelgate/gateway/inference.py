@@ -20,6 +20,7 @@ import aiohttp
 import orjson
 
 from modelgate import errors
+from modelgate.auth.client_ip import forwarded_address
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import (
@@ -61,7 +62,7 @@ from modelgate.providers.base import (
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
-from modelgate.storage.usage_writer import CallRecord
+from modelgate.storage.call_record import CallRecord
 from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.gateway")
@@ -107,7 +108,9 @@ class InferenceHandler:
         if self.rt.settings.gateway.trust_forwarded_for:
             forwarded = headers.get(b"x-forwarded-for")
             if forwarded:
-                return forwarded.split(b",")[0].strip().decode()
+                address = forwarded_address(forwarded.decode("latin-1"))
+                if address is not None:
+                    return address
         client = scope.get("client")
         return client[0] if client else None
 

@@ -27,7 +27,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from modelgate.routing.events import ResilienceEventData
-from modelgate.storage.usage_writer import CallRecord
+from modelgate.storage.call_record import CallRecord
 
 _CALL_LABELS = ["protocol", "model", "provider_kind", "channel", "status", "error_type"]
 CALLS = Counter("modelgate_calls_total", "Inference calls answered", _CALL_LABELS)

@@ -131,7 +131,9 @@ class Runtime:
             self.config_version = ConfigVersion(self.link)
             self.limiter = RedisTokenBucketLimiter(self.link, settings.gateway.rate_limit, self.limiter)
         self.schedule = Schedule(self.link)
-        self.writer = UsageWriter(self.db, settings)
+        # Its own engine: short deadlines, and a pool that management queries cannot exhaust.
+        self.writer_db = Database.from_settings(settings, timeout=settings.usage.db_timeout_seconds)
+        self.writer = UsageWriter(self.writer_db, settings)
         self.writer.start()
         self.executor = Executor(settings, clock=self.clock, sink=metrics.CountingSink(self.writer), deprecate=self)
         self.shared_breakers: SharedBreakers | None = None
@@ -191,7 +193,11 @@ class Runtime:
             await asyncio.to_thread(self.tracer.shutdown)
         logs.flush()
         await self.http.close()
-        await self.db.dispose()
+        for db in (self.writer_db, self.db):
+            try:  # a silent database must not hold the shutdown
+                await asyncio.wait_for(db.dispose(), self.settings.usage.db_timeout_seconds)
+            except Exception as exc:
+                log.warning("closing database connections failed: %r", exc)
         if self.link is not None:
             await self.link.close()
 

@@ -57,8 +57,21 @@ class Database:
         )
 
     @classmethod
-    def from_settings(cls, settings: Settings, **engine_kwargs: Any) -> Database:
-        return cls(settings.resolved_database_url, **engine_kwargs)
+    def from_settings(cls, settings: Settings, timeout: float | None = None, statement_deadline: bool = True,
+                      **engine_kwargs: Any) -> Database:
+        """An engine with a deadline on connecting, on each statement and on the pool wait.
+
+        Without them a silent database (a partition, a failover) holds a connection for good.
+        """
+        url = settings.resolved_database_url
+        timeout = timeout if timeout is not None else settings.database_timeout_seconds
+        if make_url(normalize_url(url)).get_backend_name() != "sqlite":
+            engine_kwargs.setdefault("pool_timeout", timeout)
+            connect_args = engine_kwargs.setdefault("connect_args", {})
+            connect_args.setdefault("timeout", timeout)  # asyncpg: connecting
+            if statement_deadline:
+                connect_args.setdefault("command_timeout", timeout)  # asyncpg: each statement
+        return cls(url, **engine_kwargs)
 
     def session(self) -> AsyncSession:
         return self.sessionmaker()

@@ -159,7 +159,7 @@ class CallLog(Base):
     __tablename__ = "call_log"
     __table_args__ = (Index("ix_call_log_created_at", "created_at"), Index("ix_call_log_model", "model"))
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
-    trace_id: Mapped[str] = mapped_column(String(36), index=True)
+    trace_id: Mapped[str] = mapped_column(String(36), unique=True, index=True)  # replays are idempotent
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     api_key_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     application_id: Mapped[int | None] = mapped_column(Integer, nullable=True)

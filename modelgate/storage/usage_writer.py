@@ -1,71 +1,113 @@
 """Batched, off-request-path writing of the call log and resilience events.
 
-The hot path calls `record()` / `record_event()`, which only append to a
-deque. A background task writes what has gathered every
-`usage.flush_interval_seconds`, or sooner once `usage.batch_size` rows wait,
-with one multi-row INSERT per table (chunked to stay under driver parameter
-limits). A failed write keeps the rows for the next try, up to `max_pending`
-per table; beyond that the oldest rows are dropped and counted.
+The hot path calls `record()` / `record_event()`, which never await: a call row is sanitised
+(storage.call_record), appended to the local journal (storage.journal) and queued. A background
+task writes what has gathered every `usage.flush_interval_seconds`, or sooner once
+`usage.batch_size` rows wait.
+
+What can go wrong, and what the writer does:
+- A row the database refuses (a value `sanitise` did not foresee): the batch is split until the
+  refused rows are found; the others are written, each refused row is written in its last-resort
+  form (ASCII text, integers in range) or, if even that is refused, dropped, counted and logged.
+- The database is slow or gone: every operation has a deadline (`usage.db_timeout_seconds`, for
+  connecting, each statement and the pool wait, on the writer's own engine). Rows stay queued;
+  retries back off up to 5 s; the outage is logged once when it starts and once when it ends.
+- More than `usage.max_pending_rows` rows wait in memory: the oldest leave memory but stay in the
+  journal, and are written from it once the database is back. Rows that were in neither (journal
+  off, full or failing) are lost and counted in `modelgate_call_log_rows_dropped_total`.
+- The process is killed: its journal is replayed by the next writer that starts on the same data
+  directory. Call rows are written with ON CONFLICT (trace_id) DO NOTHING, so a replayed row that
+  was already committed is not written twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
-import operator
+import time
 from collections import deque
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+import orjson
+from prometheus_client import Counter, Gauge
 from sqlalchemy import Table, insert, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import DBAPIError, DataError, IntegrityError, StatementError
 
 from modelgate.config import Settings
 from modelgate.routing.events import ResilienceEventData
+from modelgate.safetext import shown
+from modelgate.storage import journal as journals
+from modelgate.storage.call_record import FIELD_NAMES, CallRecord, last_resort, sanitise
 from modelgate.storage.db import Database
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
 
+__all__ = ["CallRecord", "UsageWriter"]
+
 log = logging.getLogger(__name__)
 
-def _now() -> datetime:
-    return datetime.now(UTC)
+ROWS_DROPPED = Counter(
+    "modelgate_call_log_rows_dropped_total",
+    "Rows of the call log or resilience events that were never written (see docs/decisions.md)",
+    ["table"],
+)
+ROWS_PENDING = Gauge(
+    "modelgate_call_log_rows_pending", "Rows waiting in memory for the database", ["table"],
+    multiprocess_mode="livesum",
+)
+ROWS_REPLAYED = Counter("modelgate_call_log_rows_replayed_total", "Call rows written from the journal")
+
+MAX_BACKOFF_SECONDS = 5.0
+EVENT_TEXT_LIMITS = {"trace_id": 36, "endpoint": 64, "model": 128, "error_type": 32, "event_type": 32}
+EVENT_DETAIL_LIMIT = 4000
 
 
-@dataclass(slots=True)
-class CallRecord:
-    """One inference call: the CallLog columns except id."""
+class DatabaseUnavailable(Exception):
+    """The database could not be reached in time; nothing says the rows are wrong."""
 
-    trace_id: str
-    protocol: str  # chat | messages | responses
-    model: str
-    status: int  # HTTP status answered to the caller
-    created_at: datetime = field(default_factory=_now)
-    api_key_id: int | None = None
-    application_id: int | None = None
-    channel_id: int | None = None
-    provider_kind: str | None = None
-    stream: bool = False
-    error_code: str | None = None
-    latency_ms: float = 0.0
-    first_byte_ms: float | None = None
-    attempts: int = 1
-    prompt_tokens: int = 0  # every prompt token, cached or not
-    completion_tokens: int = 0
-    cache_read_tokens: int = 0
-    cache_write_tokens: int = 0
-    client_ip: str | None = None
+
+def _row_error(exc: BaseException) -> bool:
+    """True when the database (or the driver binding parameters) refused the values themselves.
+
+    Anything else (timeouts, lost connections, a missing table) says nothing about the rows: they
+    are kept and retried, never split up and dropped.
+    """
+    if isinstance(exc, (DataError, IntegrityError)):
+        return True
+    if isinstance(exc, DBAPIError):
+        # SQLSTATE class 22 is "data exception", 23 "integrity constraint violation".
+        orig = exc.orig
+        cause = getattr(orig, "__cause__", None)
+        if isinstance(cause, (ValueError, TypeError, OverflowError)):  # the driver could not encode a value
+            return True
+        sqlstate = getattr(orig, "sqlstate", None) or getattr(cause, "sqlstate", None)
+        return isinstance(sqlstate, str) and sqlstate[:2] in ("22", "23")
+    # A StatementError that is not a DBAPIError wraps an exception raised while binding a value.
+    return isinstance(exc, StatementError) and not isinstance(exc, DBAPIError)
+
+
+def _sanitise_event(event: ResilienceEventData) -> ResilienceEventData:
+    for name, limit in EVENT_TEXT_LIMITS.items():
+        value = getattr(event, name)
+        if value is not None and (len(value) > limit or not value.isprintable()):
+            setattr(event, name, shown(value, limit))
+    if len(event.detail) > EVENT_DETAIL_LIMIT or "\x00" in event.detail:
+        event.detail = event.detail.replace("\x00", "\\x00")[:EVENT_DETAIL_LIMIT]
+    return event
 
 
 class _Queue:
-    """Pending rows of one table, bounded; counts what it had to drop."""
+    """Pending rows of one table, bounded in memory."""
 
     def __init__(self, table: Table, limit: int) -> None:
         self.table = table
         self.limit = limit
         self.rows: deque[Any] = deque()
-        self.dropped = 0
+        self.dropped = 0  # rows that left memory because of the bound
         self.reported_dropped = 0
 
     def append(self, row: Any) -> None:
@@ -89,26 +131,41 @@ class _Queue:
 
 class UsageWriter:
     def __init__(self, db: Database, settings: Settings, max_pending: int | None = None) -> None:
+        usage = settings.usage
         self.db = db
-        self.batch_size = max(1, settings.usage.batch_size)
-        self.interval = settings.usage.flush_interval_seconds
-        limit = max_pending if max_pending is not None else self.batch_size * 200
+        self.batch_size = max(1, usage.batch_size)
+        self.interval = usage.flush_interval_seconds
+        self.timeout = usage.db_timeout_seconds
+        limit = max(1, max_pending if max_pending is not None else usage.max_pending_rows)
         self._calls = _Queue(CallLog.__table__, limit)
         self._events = _Queue(ResilienceEvent.__table__, limit)
+        self.journal_root = Path(settings.data_dir) / "call-journal"
+        self.journal = journals.CallJournal(self.journal_root, usage.journal_max_bytes) if usage.journal else None
+        self._journal_behind = False  # rows left memory but are in our own closed journal segments
+        dialect_insert = sqlite_insert if db.is_sqlite else pg_insert
+        self._insert_calls = dialect_insert(CallLog.__table__).on_conflict_do_nothing(index_elements=["trace_id"])
+        self._insert_events = insert(ResilienceEvent.__table__)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._outage_since: float | None = None
+        self._failures = 0
+        self.lost = 0  # rows never written, of both tables
 
     # --- hot path: never awaits -------------------------------------------
 
     def record(self, call: CallRecord) -> None:
+        sanitise(call)
+        journal = self.journal
+        if journal is not None:
+            journal.append(orjson.dumps(call, option=orjson.OPT_APPEND_NEWLINE))
         self._calls.append(call)
         if len(self._calls.rows) >= self.batch_size:
             self._wake.set()
 
     def record_event(self, event: ResilienceEventData) -> None:
-        self._events.append(event)
+        self._events.append(_sanitise_event(event))
         if len(self._events.rows) >= self.batch_size:
             self._wake.set()
 
@@ -120,7 +177,12 @@ class UsageWriter:
 
     @property
     def dropped(self) -> int:
+        """Rows that left the in-memory queue because of its bound (journaled call rows included)."""
         return self._calls.dropped + self._events.dropped
+
+    @property
+    def database_up(self) -> bool:
+        return self._outage_since is None
 
     def start(self) -> None:
         if self._task is None:
@@ -128,63 +190,229 @@ class UsageWriter:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="modelgate-usage-writer")
 
     async def stop(self) -> None:
-        """Stop the loop and write everything still pending."""
+        """Stop the loop and make one bounded attempt to write everything still pending."""
         self._stopping = True
         self._wake.set()
         if self._task is not None:
-            await self._task
+            # Its write in progress is bounded by the database deadlines; past that it is cancelled
+            # (its rows go back to the queue).
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._task, self.timeout * 5)
             self._task = None
         await self.flush()
-        if self.pending:
-            log.error("usage writer stopped with %d unwritten rows (database unavailable)", self.pending)
+        unwritten = self.pending or self._journal_behind
+        if self.journal is not None:
+            self.journal.close(keep=bool(unwritten))
+            self.journal = None
+            if unwritten:
+                log.error("usage writer stopped with %d unwritten rows; the call rows are kept in the journal "
+                          "and written at the next start", self.pending)
+        elif unwritten:
+            log.error("usage writer stopped with %d unwritten rows (database unavailable); they are lost",
+                      self.pending)
 
     async def _run(self) -> None:
+        await self._replay_orphans()
         while not self._stopping:
+            wait = self.interval
+            if self._failures:
+                wait = min(MAX_BACKOFF_SECONDS, max(self.interval, 0.25) * 2 ** min(self._failures, 8))
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                await asyncio.wait_for(self._wake.wait(), wait)
             self._wake.clear()
             await self.flush()
 
     async def flush(self) -> int:
-        """Write everything pending now; returns the rows written (0 when the write failed)."""
+        """Write everything pending now; returns the rows written (0 when the database was unavailable)."""
         async with self._lock:
-            calls, events = self._calls.take(), self._events.take()
-            if not calls and not events:
+            if not self._calls.rows and not self._events.rows and not self._journal_behind:
                 return 0
+            closed = self.journal.rotate() if self.journal is not None else None
+            calls, events = self._calls.take(), self._events.take()
             try:
-                async with self.db.engine.begin() as conn:
-                    for queue, rows in ((self._calls, calls), (self._events, events)):
-                        await self._insert(conn, queue.table, rows)
-                    key_ids = {c.api_key_id for c in calls if c.api_key_id is not None}
-                    if key_ids:
-                        await conn.execute(
-                            update(ApiKey.__table__).where(ApiKey.__table__.c.id.in_(key_ids))
-                            .values(last_used_at=max(c.created_at for c in calls if c.api_key_id is not None))
-                        )
-            except Exception:
-                log.exception("usage writer: writing %d call rows and %d events failed; will retry",
-                              len(calls), len(events))
+                await self._write(calls, events)
+                if self._journal_behind and closed is not None:
+                    for segment in self.journal.segments_through(closed):  # type: ignore[union-attr]
+                        await self._replay_segment(segment)
+                    self._journal_behind = False
+            except DatabaseUnavailable as exc:
                 self._calls.put_back(calls)
                 self._events.put_back(events)
+                self._note_outage(exc)
                 return 0
+            except BaseException:  # cancelled mid-write: the rows stay queued
+                self._calls.put_back(calls)
+                self._events.put_back(events)
+                raise
             finally:
-                self._report_drops()
+                self._account_drops()
+            if closed is not None:
+                self.journal.discard_through(closed)  # type: ignore[union-attr]
+            self._note_recovery()
             return len(calls) + len(events)
 
-    @staticmethod
-    async def _insert(conn: Any, table: Table, rows: list[Any]) -> None:
+    # --- writing ------------------------------------------------------------
+
+    async def _transaction(self, calls: list[CallRecord], events: list[ResilienceEventData]) -> None:
+        try:
+            # The driver's own deadlines bound every step; this one catches anything they miss.
+            async with asyncio.timeout(self.timeout * 4):
+                async with self.db.engine.begin() as conn:
+                    if calls:
+                        await conn.execute(self._insert_calls, [_call_values(c) for c in calls])
+                    if events:
+                        await conn.execute(self._insert_events, [_event_values(e) for e in events])
+                    used = [c.created_at for c in calls if c.api_key_id is not None]
+                    if used:
+                        key_ids = {c.api_key_id for c in calls if c.api_key_id is not None}
+                        await conn.execute(update(ApiKey.__table__).where(ApiKey.__table__.c.id.in_(key_ids))
+                                           .values(last_used_at=max(used)))
+        except Exception as exc:
+            if _row_error(exc):
+                raise
+            raise DatabaseUnavailable(exc) from exc
+
+    async def _write(self, calls: list[CallRecord], events: list[ResilienceEventData]) -> None:
+        if not calls and not events:
+            return
+        try:
+            await self._transaction(calls, events)
+        except DatabaseUnavailable:
+            raise
+        except Exception:
+            # Some row is refused: find it, and write the others around it.
+            await self._isolate(calls, is_call=True)
+            await self._isolate(events, is_call=False)
+
+    async def _isolate(self, rows: list[Any], *, is_call: bool) -> None:
+        """Write `rows`, splitting in halves around the ones the database refuses."""
         if not rows:
             return
-        names = tuple(f.name for f in dataclasses.fields(rows[0]))
-        values = operator.attrgetter(*names)
-        # executemany form: one cached compiled statement, batched by the driver layer
-        # (a multi-VALUES statement would be compiled anew for every batch size).
-        await conn.execute(insert(table), [dict(zip(names, values(r))) for r in rows])
+        try:
+            await self._transaction(rows if is_call else [], [] if is_call else rows)
+            return
+        except DatabaseUnavailable:
+            raise
+        except Exception as exc:
+            if len(rows) > 1:
+                middle = len(rows) // 2
+                await self._isolate(rows[:middle], is_call=is_call)
+                await self._isolate(rows[middle:], is_call=is_call)
+                return
+            refused = exc
+        row = rows[0]
+        table = "call_log" if is_call else "resilience_events"
+        reason = shown(str(getattr(refused, "orig", refused)), 300)
+        if is_call:
+            try:
+                await self._transaction([last_resort(row)], [])
+                log.error("call log: the database refused the row of trace_id=%s (%s); written in its "
+                          "last-resort form", shown(row.trace_id, 36), reason)
+                return
+            except DatabaseUnavailable:
+                raise
+            except Exception:
+                pass
+        self.lost += 1
+        ROWS_DROPPED.labels(table).inc()
+        log.error("%s: the database refused a row (trace_id=%s): %s; it is dropped", table,
+                  shown(row.trace_id or "", 36), reason)
 
-    def _report_drops(self) -> None:
+    # --- the journal ------------------------------------------------------------
+
+    async def _replay_segment(self, path: Path) -> int:
+        lines, torn = journals.read_lines(path)
+        if torn:
+            log.warning("call-log journal %s ends with a partly written row (the process was killed while "
+                        "writing it); that row was not yet answered and is skipped", path)
+        written = 0
+        for start in range(0, len(lines), self.batch_size):
+            calls = []
+            for line in lines[start:start + self.batch_size]:
+                try:
+                    calls.append(_call_from_json(line))
+                except (ValueError, TypeError):
+                    self.lost += 1
+                    ROWS_DROPPED.labels("call_log").inc()
+                    log.error("call-log journal %s: an unreadable row is skipped", path)
+            await self._write(calls, [])
+            written += len(calls)
+        ROWS_REPLAYED.inc(written)
+        return written
+
+    async def _replay_orphans(self) -> None:
+        """Write the journals that writers which are gone (killed, or stopped during an outage) left."""
+        own = self.journal.dir if self.journal is not None else None
+        while True:  # at least one attempt, even when stopped at once
+            try:
+                for orphan in journals.orphans(self.journal_root, own):
+                    try:
+                        written = sum([await self._replay_segment(s) for s in orphan.segments()])
+                    except BaseException:
+                        orphan.release()
+                        raise
+                    orphan.done()
+                    if written:
+                        log.warning("call-log journal: wrote %d rows left by an earlier process (%s)",
+                                    written, orphan.path.name)
+                self._note_recovery()
+                return
+            except DatabaseUnavailable as exc:
+                self._note_outage(exc)
+                if self._stopping:
+                    return
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(),
+                                           min(MAX_BACKOFF_SECONDS, 0.25 * 2 ** min(self._failures, 8)))
+
+    # --- reporting ------------------------------------------------------------
+
+    def _note_outage(self, exc: DatabaseUnavailable) -> None:
+        self._failures += 1
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            cause = exc.__cause__ or exc
+            log.error("call log: the database is unavailable (%s); rows are kept%s until it is back",
+                      shown(f"{type(cause).__name__}: {cause}", 300),
+                      " in the journal" if self.journal is not None else " in memory")
+
+    def _note_recovery(self) -> None:
+        self._failures = 0
+        if self._outage_since is not None:
+            log.warning("call log: the database is available again after %.1f s",
+                        time.monotonic() - self._outage_since)
+            self._outage_since = None
+
+    def _account_drops(self) -> None:
         for queue in (self._calls, self._events):
+            ROWS_PENDING.labels(queue.table.name).set(len(queue.rows))
             new = queue.dropped - queue.reported_dropped
-            if new:
-                log.error("usage writer: dropped %d %s rows (backlog over %d); total dropped %d",
-                          new, queue.table.name, queue.limit, queue.dropped)
-                queue.reported_dropped = queue.dropped
+            if not new:
+                continue
+            queue.reported_dropped = queue.dropped
+            journal = self.journal
+            if queue is self._calls and journal is not None and not journal.full and not journal.failed:
+                self._journal_behind = True
+                log.warning("usage writer: %d call rows over the in-memory bound of %d; they are written "
+                            "from the journal once the database is back", new, queue.limit)
+                continue
+            self.lost += new
+            ROWS_DROPPED.labels(queue.table.name).inc(new)
+            log.error("usage writer: dropped %d %s rows (backlog over %d); total dropped %d",
+                      new, queue.table.name, queue.limit, queue.dropped)
+
+
+def _call_values(call: CallRecord) -> dict[str, Any]:
+    return {name: getattr(call, name) for name in FIELD_NAMES}
+
+
+def _event_values(event: ResilienceEventData) -> dict[str, Any]:
+    return {"event_type": event.event_type, "trace_id": event.trace_id, "channel_id": event.channel_id,
+            "endpoint": event.endpoint, "model": event.model, "error_type": event.error_type,
+            "detail": event.detail, "created_at": event.created_at}
+
+
+def _call_from_json(line: bytes) -> CallRecord:
+    values = orjson.loads(line)
+    values["created_at"] = datetime.fromisoformat(values["created_at"])
+    return sanitise(CallRecord(**values))
