@@ -139,6 +139,7 @@ class Settings(BaseModel):
     redis_retry_seconds: float = 2.0  # after a Redis failure, per-instance state is used this long before retrying
     encryption_key: str | None = None
     log_level: str = "INFO"
+    log_format: Literal["text", "json"] = "text"  # json: one object per line, with the trace id
     catalog_file: str | None = None  # the admin's additions to the built-in plan catalog
     server: ServerSettings = Field(default_factory=ServerSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
@@ -168,6 +169,7 @@ ENV_ALIASES = {
     "MODELGATE_ENV": "env",
     "MODELGATE_DATA_DIR": "data_dir",
     "LOG_LEVEL": "log_level",
+    "LOG_FORMAT": "log_format",
     "MODELGATE_CATALOG_FILE": "catalog_file",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "telemetry.otlp_endpoint",
     "OTEL_SERVICE_NAME": "telemetry.service_name",

@@ -11,6 +11,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from datetime import UTC, datetime
+
+import orjson
+
+from modelgate.safetext import escape_controls
+from modelgate.tracing import current_trace_id
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
@@ -30,7 +36,34 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.handleError(record)
 
 
-def configure_logging(level: str) -> None:
+class EscapingFormatter(logging.Formatter):
+    """Control characters of the message are escaped: a client value with a newline cannot forge a
+    line. The traceback, appended after the message, keeps its own lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = escape_controls(record.message)
+        return super().formatMessage(record)
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time, level, logger, message, trace_id (when the record has one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        trace_id = current_trace_id.get()
+        if trace_id is not None:
+            line["trace_id"] = trace_id
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return orjson.dumps(line, default=str).decode()
+
+
+def configure_logging(level: str, fmt: str = "text") -> None:
     """Idempotent: the server process and each of its workers call it."""
     # Our format shows no source location; skipping the stack walk that finds it is the
     # optimisation the logging documentation gives for this.
@@ -40,10 +73,11 @@ def configure_logging(level: str) -> None:
     logging.logMultiprocessing = False
     root = logging.getLogger()
     root.setLevel(level.upper())
-    if not any(isinstance(h, BufferedStreamHandler) for h in root.handlers):
+    handler = next((h for h in root.handlers if isinstance(h, BufferedStreamHandler)), None)
+    if handler is None:
         handler = BufferedStreamHandler()
-        handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(handler)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else EscapingFormatter(FORMAT))
     logging.getLogger("alembic").setLevel(logging.WARNING)  # its per-plugin start-up lines are noise
 
 

@@ -40,7 +40,7 @@ async def prepare(settings: Settings) -> str | None:
 def prepare_main() -> None:
     """`python -m modelgate.server`: the start-up preparation, run before the server starts."""
     settings = load_settings()
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     try:
         password = asyncio.run(prepare(settings))
     except ConfigError as exc:
@@ -64,7 +64,7 @@ def shared_state_warning(settings: Settings) -> str | None:
 
 
 def run(settings: Settings) -> None:
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format)
     # In a child process, so Alembic and the migration code never occupy the server's memory.
     # It reads the same environment (and MODELGATE_CONFIG) as this process.
     prepared = subprocess.run([sys.executable, "-m", "modelgate.server"], check=False)

@@ -12,6 +12,10 @@ from __future__ import annotations
 
 import random
 import time
+from contextvars import ContextVar
+
+# The trace id of the request the current task serves; JSON log lines carry it.
+current_trace_id: ContextVar[str | None] = ContextVar("current_trace_id", default=None)
 
 _VERSION_7 = (0x7 << 76) | (0x2 << 62)  # version nibble and RFC 9562 variant bits
 _getrandbits = random.Random().getrandbits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -146,7 +147,7 @@ async def _write(env: Env, records: list[CallRecord]) -> None:
 
 def _call(env: Env, model: str, prompt: int, completion: int, status: int = 200, days_ago: int = 0,
           kind: str | None = "openai", app_id: int | None = None, **kw) -> CallRecord:
-    return CallRecord(trace_id=kw.pop("trace_id", "t"), protocol="chat", model=model, status=status,
+    return CallRecord(trace_id=kw.pop("trace_id", None) or str(uuid.uuid4()), protocol="chat", model=model, status=status,
                       created_at=env.clock() - timedelta(days=days_ago, minutes=1), provider_kind=kind,
                       prompt_tokens=prompt, completion_tokens=completion, application_id=app_id, **kw)
 

@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -19,7 +20,7 @@ from modelgate.errors import (
     error_body,
     internal_error,
 )
-from modelgate.tracing import new_trace_id
+from modelgate.tracing import current_trace_id, new_trace_id
 
 log = logging.getLogger("modelgate.api")
 T = TypeVar("T")
@@ -89,6 +90,7 @@ class TraceMiddleware:
         state = scope.setdefault("state", {})
         tid = state.get("trace_id") or new_trace_id()
         state["trace_id"] = tid
+        current_trace_id.set(tid)
         started = False
 
         async def send_with_trace(message: Message) -> None:
@@ -145,6 +147,13 @@ def install_error_handlers(app: FastAPI) -> None:
         code = _HTTP_CODES.get(exc.status_code, "INTERNAL_ERROR" if exc.status_code >= 500 else "BAD_REQUEST")
         return error_response(request, GatewayError(exc.status_code, code, message, headers=dict(exc.headers or {})))
 
+    async def on_out_of_range(request: Request, exc: Exception) -> Response:
+        # The last line of defence behind the schemas' bounds: a value the database cannot hold.
+        log.warning("management API: a value the database cannot hold traceId=%s: %r", trace_id(request), exc)
+        return error_response(request, GatewayError(400, "VALIDATION_ERROR", "a value is out of range"))
+
     app.add_exception_handler(GatewayError, on_gateway_error)
+    app.add_exception_handler(OverflowError, on_out_of_range)
+    app.add_exception_handler(DataError, on_out_of_range)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

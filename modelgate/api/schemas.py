@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from modelgate.services import views
 
@@ -13,9 +13,54 @@ Role = Literal["ADMIN", "USER"]
 Capability = Literal["streaming", "functionCalling", "vision", "reasoning"]
 ModelState = Literal["ACTIVE", "DEPRECATED", "DISABLED"]
 
+INT32_MAX = 2**31 - 1  # INTEGER columns on PostgreSQL; SQLite overflows at 2^63
+MAX_TEXT = 65_536  # any text value of a request body; fields have their own, smaller bounds
+MAX_BODY_DEPTH = 32
+MAX_TIMEOUT_SECONDS = 86_400.0
+MAX_RATE = 1e9
+
+
+def _digits(value: Any) -> Any:
+    """Ids in paths and queries are written in decimal digits only: `1.0`, `+1` or ` 1` are not ids."""
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("must be a positive whole number written in digits")
+    return value
+
+
+# A row id in a path or a query: 1 ... 2^31-1.
+Id = Annotated[int, BeforeValidator(_digits), Field(ge=1, le=INT32_MAX)]
+
+
+def _check_values(node: Any, depth: int = 0) -> None:
+    if depth > MAX_BODY_DEPTH:
+        raise ValueError(f"the body is nested more than {MAX_BODY_DEPTH} levels deep")
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _check_values(key, depth + 1)
+            _check_values(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            _check_values(value, depth + 1)
+    elif isinstance(node, str):
+        if "\x00" in node:
+            raise ValueError("text must not contain NUL characters")
+        if len(node) > MAX_TEXT:
+            raise ValueError(f"text values are limited to {MAX_TEXT} characters")
+    elif isinstance(node, int) and not isinstance(node, bool):
+        if not -INT32_MAX <= node <= INT32_MAX:
+            raise ValueError(f"integers must lie within ±{INT32_MAX}")
+
 
 class In(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, every value bounded before it reaches the database."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        _check_values(data)
+        return data
 
 
 # --- auth and users -------------------------------------------------------------------------
@@ -82,7 +127,7 @@ class ApplicationOut(BaseModel):
 class ApplicationCreateIn(In):
     name: str = Field(min_length=1, max_length=128)
     description: str = ""
-    timeout: float | None = Field(default=None, gt=0, description="seconds; default 120")
+    timeout: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS, description="seconds; default 120")
     enabled: bool = True
     channelIds: list[int] = Field(default_factory=list, description="ADMIN only")
     ownerId: int | None = Field(default=None, description="ADMIN only; default the caller")
@@ -91,7 +136,7 @@ class ApplicationCreateIn(In):
 class ApplicationUpdateIn(In):
     name: str | None = Field(default=None, min_length=1, max_length=128)
     description: str | None = None
-    timeout: float | None = Field(default=None, gt=0)
+    timeout: float | None = Field(default=None, gt=0, le=MAX_TIMEOUT_SECONDS)
     enabled: bool | None = None
 
 
@@ -124,14 +169,14 @@ class CreatedKeyOut(BaseModel):
 
 class ApiKeyCreateIn(In):
     name: str = Field(default="", max_length=128)
-    rateCapacity: float | None = Field(default=None, gt=0)
-    rateRefillPerSecond: float | None = Field(default=None, gt=0)
+    rateCapacity: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    rateRefillPerSecond: float | None = Field(default=None, gt=0, le=MAX_RATE)
 
 
 class ApiKeyUpdateIn(In):
     name: str | None = Field(default=None, max_length=128)
-    rateCapacity: float | None = Field(default=None, gt=0)
-    rateRefillPerSecond: float | None = Field(default=None, gt=0)
+    rateCapacity: float | None = Field(default=None, gt=0, le=MAX_RATE)
+    rateRefillPerSecond: float | None = Field(default=None, gt=0, le=MAX_RATE)
 
 
 # --- providers ------------------------------------------------------------------------------

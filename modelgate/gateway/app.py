@@ -19,6 +19,7 @@ from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
 from modelgate.protocols.responses import ResponsesCodec
+from modelgate.safetext import shown
 from modelgate.tracing import new_trace_id
 
 log = logging.getLogger("modelgate.app")
@@ -90,7 +91,7 @@ class GatewayApp:
         if path.startswith("/v1/responses/"):
             # Retrieving, deleting or cancelling a stored response: the gateway stores none.
             return await self.inference.stateless_refusal(scope, receive, send, self.responses)
-        await send_error(send, errors.not_found(f"No route for {method} {scope['path']}"), new_trace_id())
+        await send_error(send, errors.not_found(f"No route for {shown(method, 16)} {shown(scope['path'], 256)}"), new_trace_id())
 
     async def readiness(self, send: Send) -> None:
         ready, checks = await self.runtime.readiness()
@@ -116,7 +117,7 @@ class GatewayApp:
                 return
 
     async def startup(self) -> None:
-        configure_logging(self.settings.log_level)  # again in each worker process
+        configure_logging(self.settings.log_level, self.settings.log_format)  # again in each worker process
         await self.runtime.start()
         if self.server_process:
             tune_gc()
@@ -154,7 +155,8 @@ def management_app(runtime: Runtime) -> Any:
 
     async def not_found(request: Any, exc: Exception) -> Response:
         trace_id = new_trace_id()
-        body = errors.envelope_error(errors.not_found(f"No route for {request.method} {request.url.path}"), trace_id)
+        body = errors.envelope_error(
+            errors.not_found(f"No route for {shown(request.method, 16)} {shown(request.url.path, 256)}"), trace_id)
         return Response(body, 404, {"x-trace-id": trace_id}, media_type="application/json")
 
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})

@@ -62,12 +62,16 @@ from modelgate.providers.base import (
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
+from modelgate.safetext import shown
 from modelgate.storage.call_record import CallRecord
-from modelgate.tracing import new_trace_id
+from modelgate.tracing import current_trace_id, new_trace_id
 
 log = logging.getLogger("modelgate.gateway")
 
 MAX_BODY_BYTES = 32 * 1024 * 1024
+MAX_KEY_BYTES = 256
+# orjson encodes at most 254 nested levels; a deeper body could be read but never forwarded.
+MAX_JSON_DEPTH = 254
 
 
 # Content types of a whole body, not a stream: an error object or a proxy's page.
@@ -120,6 +124,8 @@ class InferenceHandler:
             raise errors.access_denied("Calls from this IP address are not allowed")
         if not raw_key:
             raise errors.unauthorized("Missing API key")
+        if len(raw_key) > MAX_KEY_BYTES:  # never hashed: a key we issued is 46 bytes
+            raise errors.unauthorized("Invalid API key")
         key = snapshot.keys_by_hash.get(self.rt.hash_key(raw_key))
         if key is None or not key.enabled:
             raise errors.unauthorized("Invalid API key")
@@ -167,6 +173,7 @@ class InferenceHandler:
     async def infer(self, scope: Scope, receive: Receive, send: Send, codec: ClientCodec) -> None:
         started = time.perf_counter()
         trace_id = new_trace_id()
+        current_trace_id.set(trace_id)
         headers = request_headers(scope)
         ip = self.client_ip(scope, headers)
         record = CallRecord(
@@ -188,8 +195,9 @@ class InferenceHandler:
             routes, exists = self.rt.snapshot.routes_for(app, model)
             if not routes:
                 if exists:
-                    raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
-                raise errors.not_found(f"The model '{model}' is not served by this gateway")
+                    raise errors.access_denied(
+                        f"The application is not authorised for a channel serving '{shown(model)}'")
+                raise errors.not_found(f"The model '{shown(model)}' is not served by this gateway")
             if self.rt.in_flight >= self.rt.max_in_flight:
                 raise errors.gateway_full(self.rt.in_flight)
             self.rt.in_flight += 1
@@ -594,4 +602,11 @@ def parse_json(raw: bytes) -> Any:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise errors.invalid_request("The request body is not valid JSON") from None
+    # Only a body with that many brackets can be that deep; encoding it again (C speed) is the check.
+    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+        try:
+            orjson.dumps(parsed)
+        except orjson.JSONEncodeError:
+            raise errors.invalid_request(
+                f"The request body is nested more than {MAX_JSON_DEPTH} levels deep") from None
     return ClientBody(parsed, raw) if isinstance(parsed, dict) else parsed

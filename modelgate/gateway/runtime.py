@@ -257,11 +257,12 @@ class Runtime:
             raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream connection failed ({type(exc).__name__})")
 
     def hash_key(self, raw: bytes) -> str:
-        # Memoised: sha256 per call is cheap but the dict lookup is cheaper; bounded by the key count.
+        # Memoised for keys that exist only: every presented key, valid or not, would let
+        # unauthenticated callers grow the memo. Bounded by the number of keys ever issued.
         digest = self._key_hashes.get(raw)
         if digest is None:
             digest = hashlib.sha256(raw).hexdigest()
-            if len(self._key_hashes) < 100_000:
+            if digest in self.snapshot.keys_by_hash and len(self._key_hashes) < 100_000:
                 self._key_hashes[raw] = digest
         return digest
 

@@ -20,6 +20,7 @@ import orjson
 
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
+from modelgate.safetext import shown
 from modelgate.protocols import sse
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.model_name import model_field, set_model
@@ -394,9 +395,10 @@ def validate_count(body: Any, beta_names: list[str] | None = None) -> str:
 def _check_common(body: dict[str, Any]) -> bool:
     """The optional fields both request kinds share; returns `stream`."""
     _check_system(body.get("system"))
-    for key in ("temperature", "top_p"):
-        if body.get(key) is not None and not _is_number(body[key]):
-            raise _bad(f"{key}: must be a number")
+    for key in ("temperature", "top_p"):  # both 0 ... 1 in the vendor's API reference
+        value = body.get(key)
+        if value is not None and (not _is_number(value) or not 0 <= value <= 1):
+            raise _bad(f"{key}: must be a number between 0 and 1")
     if body.get("top_k") is not None and not _is_int(body["top_k"]):
         raise _bad("top_k: must be an integer")
     stops = body.get("stop_sequences")
@@ -424,7 +426,7 @@ def check_version(headers: Headers) -> None:
     version = headers.get(b"alt-version")
     if version is not None:
         if version != ALT_VERSION:
-            raise _bad(f"Unsupported alt-version '{version.decode(errors='replace')}'; use 2023-06-01")
+            raise _bad(f"Unsupported alt-version '{shown(version.decode(errors='replace'), 64)}'; use 2023-06-01")
         return
     # The vendor's own header name is an alias, so its official SDK works unmodified; its newer
     # releases send later dates of the same wire protocol, which we accept.
@@ -432,7 +434,8 @@ def check_version(headers: Headers) -> None:
     if vendor is None:
         raise _bad("The 'alt-version' header is required (use 2023-06-01)")
     if not (len(vendor) == 10 and vendor[4:5] == b"-" and vendor[7:8] == b"-" and vendor >= ALT_VERSION):
-        raise _bad(f"Unsupported anthropic-version '{vendor.decode(errors='replace')}' (the alias of alt-version); "
+        raise _bad(f"Unsupported anthropic-version '{shown(vendor.decode(errors='replace'), 64)}' "
+                   "(the alias of alt-version); "
                    "use 2023-06-01")
 
 

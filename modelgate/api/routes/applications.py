@@ -19,6 +19,7 @@ from modelgate.api.deps import (
 )
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
+    Id,
     ApiKeyCreateIn,
     ApiKeyOut,
     ApiKeyUpdateIn,
@@ -61,13 +62,13 @@ async def create_application(body: ApplicationCreateIn, request: Request, sessio
 
 
 @router.get("/applications/{app_id}", response_model=Envelope[ApplicationOut])
-async def get_application(app_id: int, request: Request, session: Session, mg: State) -> Response:
+async def get_application(app_id: Id, request: Request, session: Session, mg: State) -> Response:
     return ok(request, ApplicationOut.of(await visible_application(mg, session, app_id)))
 
 
 @router.patch("/applications/{app_id}", response_model=Envelope[ApplicationOut])
 async def update_application(
-    app_id: int, body: ApplicationUpdateIn, request: Request, session: Session, mg: State
+    app_id: Id, body: ApplicationUpdateIn, request: Request, session: Session, mg: State
 ) -> Response:
     await visible_application(mg, session, app_id)
     app = await mg.services.applications.update(
@@ -77,7 +78,7 @@ async def update_application(
 
 
 @router.delete("/applications/{app_id}", response_model=Envelope[None])
-async def delete_application(app_id: int, request: Request, session: Session, mg: State) -> Response:
+async def delete_application(app_id: Id, request: Request, session: Session, mg: State) -> Response:
     await visible_application(mg, session, app_id)
     await mg.services.applications.delete(app_id)
     return ok(request, None)
@@ -85,7 +86,7 @@ async def delete_application(app_id: int, request: Request, session: Session, mg
 
 @router.put("/applications/{app_id}/channels", response_model=Envelope[ApplicationOut],
             summary="Replace the authorised channels (ADMIN)")
-async def set_channels(app_id: int, body: ChannelIdsIn, request: Request, admin: Admin, mg: State) -> Response:
+async def set_channels(app_id: Id, body: ChannelIdsIn, request: Request, admin: Admin, mg: State) -> Response:
     app = await mg.services.applications.get(app_id)
     wanted = list(dict.fromkeys(body.channelIds))
     for channel_id in wanted:
@@ -101,19 +102,19 @@ async def set_channels(app_id: int, body: ChannelIdsIn, request: Request, admin:
 
 @router.post("/applications/{app_id}/channels/{channel_id}", response_model=Envelope[ApplicationOut],
              summary="Authorise one channel (ADMIN)")
-async def authorize_channel(app_id: int, channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def authorize_channel(app_id: Id, channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ApplicationOut.of(await mg.services.applications.authorize_channel(app_id, channel_id)))
 
 
 @router.delete("/applications/{app_id}/channels/{channel_id}", response_model=Envelope[ApplicationOut],
                summary="Revoke one channel (ADMIN)")
-async def revoke_channel(app_id: int, channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def revoke_channel(app_id: Id, channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ApplicationOut.of(await mg.services.applications.revoke_channel(app_id, channel_id)))
 
 
 # --- keys -------------------------------------------------------------------------------------
 
-async def _visible_key(mg: ManagementState, session: ActiveSession, key_id: int) -> ApiKeyView:
+async def _visible_key(mg: ManagementState, session: ActiveSession, key_id: Id) -> ApiKeyView:
     key = await mg.services.api_keys.get(key_id)
     if not is_admin(session):
         app = await mg.services.applications.get(key.application_id)
@@ -123,14 +124,14 @@ async def _visible_key(mg: ManagementState, session: ActiveSession, key_id: int)
 
 
 @keys_router.get("/applications/{app_id}/keys", response_model=Envelope[list[ApiKeyOut]])
-async def list_app_keys(app_id: int, request: Request, session: Session, mg: State) -> Response:
+async def list_app_keys(app_id: Id, request: Request, session: Session, mg: State) -> Response:
     await visible_application(mg, session, app_id)
     return ok(request, [ApiKeyOut.of(k) for k in await mg.services.api_keys.list(app_id)])
 
 
 @keys_router.post("/applications/{app_id}/keys", status_code=201, response_model=Envelope[CreatedKeyOut],
                   summary="Create a key; the sk- plaintext is in this answer only")
-async def create_key(app_id: int, body: ApiKeyCreateIn, request: Request, session: Session, mg: State) -> Response:
+async def create_key(app_id: Id, body: ApiKeyCreateIn, request: Request, session: Session, mg: State) -> Response:
     await visible_application(mg, session, app_id)
     created = await mg.services.api_keys.create(app_id, body.name, body.rateCapacity, body.rateRefillPerSecond)
     response = ok(request, CreatedKeyOut(key=ApiKeyOut.of(created.key), plaintext=created.plaintext), 201)
@@ -141,7 +142,7 @@ async def create_key(app_id: int, body: ApiKeyCreateIn, request: Request, sessio
 @keys_router.get("/keys", response_model=Envelope[list[ApiKeyOut]])
 async def list_keys(
     request: Request, session: Session, mg: State,
-    applicationId: int | None = Query(default=None), includeDeleted: bool = False,
+    applicationId: Id | None = Query(default=None), includeDeleted: bool = False,
 ) -> Response:
     if applicationId is not None:
         await visible_application(mg, session, applicationId)
@@ -153,13 +154,13 @@ async def list_keys(
 
 
 @keys_router.get("/keys/{key_id}", response_model=Envelope[ApiKeyOut])
-async def get_key(key_id: int, request: Request, session: Session, mg: State) -> Response:
+async def get_key(key_id: Id, request: Request, session: Session, mg: State) -> Response:
     return ok(request, ApiKeyOut.of(await _visible_key(mg, session, key_id)))
 
 
 @keys_router.patch("/keys/{key_id}", response_model=Envelope[ApiKeyOut],
                    summary="Rename or set the key's rate limit (null = global default)")
-async def update_key(key_id: int, body: ApiKeyUpdateIn, request: Request, session: Session, mg: State) -> Response:
+async def update_key(key_id: Id, body: ApiKeyUpdateIn, request: Request, session: Session, mg: State) -> Response:
     key = await _visible_key(mg, session, key_id)
     if body.name is not None:
         key = await mg.services.api_keys.rename(key_id, body.name)
@@ -172,19 +173,19 @@ async def update_key(key_id: int, body: ApiKeyUpdateIn, request: Request, sessio
 
 
 @keys_router.post("/keys/{key_id}/disable", response_model=Envelope[ApiKeyOut])
-async def disable_key(key_id: int, request: Request, session: Session, mg: State) -> Response:
+async def disable_key(key_id: Id, request: Request, session: Session, mg: State) -> Response:
     await _visible_key(mg, session, key_id)
     return ok(request, ApiKeyOut.of(await mg.services.api_keys.disable(key_id)))
 
 
 @keys_router.post("/keys/{key_id}/enable", response_model=Envelope[ApiKeyOut])
-async def enable_key(key_id: int, request: Request, session: Session, mg: State) -> Response:
+async def enable_key(key_id: Id, request: Request, session: Session, mg: State) -> Response:
     await _visible_key(mg, session, key_id)
     return ok(request, ApiKeyOut.of(await mg.services.api_keys.enable(key_id)))
 
 
 @keys_router.delete("/keys/{key_id}", response_model=Envelope[ApiKeyOut],
                     summary="Delete for good: the key never authenticates again")
-async def delete_key(key_id: int, request: Request, session: Session, mg: State) -> Response:
+async def delete_key(key_id: Id, request: Request, session: Session, mg: State) -> Response:
     await _visible_key(mg, session, key_id)
     return ok(request, ApiKeyOut.of(await mg.services.api_keys.delete(key_id)))

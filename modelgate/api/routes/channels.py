@@ -11,6 +11,7 @@ from modelgate.services.breakers import endpoint_ids
 from modelgate.api.deps import Admin, State
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
+    Id,
     BreakerOut,
     ChannelCreateIn,
     ChannelOut,
@@ -82,60 +83,60 @@ async def create_channel(body: ChannelCreateIn, request: Request, admin: Admin, 
 
 
 @router.get("/{channel_id}", response_model=Envelope[ChannelOut])
-async def get_channel(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def get_channel(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.get(channel_id)))
 
 
 @router.patch("/{channel_id}", response_model=Envelope[ChannelOut])
-async def update_channel(channel_id: int, body: ChannelUpdateIn, request: Request, admin: Admin, mg: State) -> Response:
+async def update_channel(channel_id: Id, body: ChannelUpdateIn, request: Request, admin: Admin, mg: State) -> Response:
     channel = await mg.services.channels.update(channel_id, name=body.name, provider=body.providerId,
                                                 priority=body.priority, weight=body.weight, enabled=body.enabled)
     return ok(request, await channel_out(mg, channel))
 
 
 @router.delete("/{channel_id}", response_model=Envelope[None])
-async def delete_channel(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def delete_channel(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     await mg.services.channels.delete(channel_id)
     return ok(request, None)
 
 
 @router.post("/{channel_id}/enable", response_model=Envelope[ChannelOut])
-async def enable_channel(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def enable_channel(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.update(channel_id, enabled=True)))
 
 
 @router.post("/{channel_id}/disable", response_model=Envelope[ChannelOut])
-async def disable_channel(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def disable_channel(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.update(channel_id, enabled=False)))
 
 
 @router.put("/{channel_id}/models", response_model=Envelope[ChannelOut],
             summary="Replace the models served (kept models keep their state)")
-async def set_models(channel_id: int, body: ModelsIn, request: Request, admin: Admin, mg: State) -> Response:
+async def set_models(channel_id: Id, body: ModelsIn, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.set_models(channel_id,
                                                                                    model_specs(body.models))))
 
 
 @router.post("/{channel_id}/models", response_model=Envelope[ChannelOut], summary="Add models (409 if served)")
-async def add_models(channel_id: int, body: ModelsIn, request: Request, admin: Admin, mg: State) -> Response:
+async def add_models(channel_id: Id, body: ModelsIn, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.add_models(channel_id,
                                                                                    model_specs(body.models))))
 
 
 @router.delete("/{channel_id}/models/{model_id:path}", response_model=Envelope[ChannelOut])
-async def remove_model(channel_id: int, model_id: str, request: Request, admin: Admin, mg: State) -> Response:
+async def remove_model(channel_id: Id, model_id: str, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, await channel_out(mg, await mg.services.channels.remove_models(channel_id, [model_id])))
 
 
 @router.get("/{channel_id}/breakers", response_model=Envelope[list[BreakerOut]])
-async def channel_breakers(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def channel_breakers(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     channel = await mg.services.channels.get(channel_id)
     return ok(request, breakers_of(mg, await mg.services.providers.get(channel.provider_id)))
 
 
 @router.post("/{channel_id}/breaker/recover", response_model=Envelope[RecoverOut],
              summary="Force the breakers of the channel's endpoints closed")
-async def recover(channel_id: int, request: Request, admin: Admin, mg: State,
+async def recover(channel_id: Id, request: Request, admin: Admin, mg: State,
                   body: RecoverIn | None = None) -> Response:
     if mg.breakers is None:
         raise GatewayError(503, "UPSTREAM_ERROR", "circuit breakers are not available in this process")
@@ -148,7 +149,7 @@ async def recover(channel_id: int, request: Request, admin: Admin, mg: State,
 
 @router.post("/{channel_id}/health-check", response_model=Envelope[HealthCheckOut],
              summary="Probe the channel's endpoints now")
-async def health_check(channel_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def health_check(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     await mg.services.channels.get(channel_id)  # 404 for an unknown channel
     if mg.health_check is None:
         raise GatewayError(503, "UPSTREAM_ERROR", "health checks are not available in this process")

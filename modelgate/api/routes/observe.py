@@ -10,6 +10,8 @@ from starlette.responses import Response
 from modelgate.api.deps import Admin, Session, State, owned_application_ids
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
+    INT32_MAX,
+    Id,
     CallLogOut,
     CallLogPage,
     CatalogModelListOut,
@@ -90,9 +92,9 @@ async def model_usage(request: Request, session: Session, mg: State, limit: int 
 @logs_router.get("/call-logs", response_model=Envelope[CallLogPage], summary="Calls, newest first")
 async def call_logs(
     request: Request, session: Session, mg: State,
-    keyId: int | None = None, applicationId: int | None = None, model: str | None = None,
-    status: int | None = None, traceId: str | None = None, since: datetime | None = None,
-    until: datetime | None = None, limit: int = Query(default=50, ge=1, le=1000), offset: int = Query(default=0, ge=0),
+    keyId: Id | None = None, applicationId: Id | None = None, model: str | None = None,
+    status: int | None = Query(default=None, ge=100, le=599), traceId: str | None = None, since: datetime | None = None,
+    until: datetime | None = None, limit: int = Query(default=50, ge=1, le=1000), offset: int = Query(default=0, ge=0, le=INT32_MAX),
 ) -> Response:
     allowed = await owned_application_ids(mg, session)
     service: CallLogService = mg.services.call_log
@@ -110,8 +112,8 @@ async def call_logs(
 
 @events_router.get("/events", response_model=Envelope[EventPage], summary="Failover / breaker events, newest first")
 async def events(
-    request: Request, admin: Admin, mg: State, type: str | None = None, channelId: int | None = None,
-    limit: int = Query(default=50, ge=1, le=500), offset: int = Query(default=0, ge=0),
+    request: Request, admin: Admin, mg: State, type: str | None = None, channelId: Id | None = None,
+    limit: int = Query(default=50, ge=1, le=500), offset: int = Query(default=0, ge=0, le=INT32_MAX),
 ) -> Response:
     service: EventService = request.app.state.event_service
     page = await service.list(event_type=type, channel_id=channelId, limit=limit, offset=offset)

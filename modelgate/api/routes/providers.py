@@ -8,6 +8,7 @@ from starlette.responses import Response
 from modelgate.api.deps import Admin, State
 from modelgate.api.envelope import Envelope, ok
 from modelgate.api.schemas import (
+    Id,
     ProviderCreateIn,
     ProviderKeyIn,
     ProviderKeyOut,
@@ -43,13 +44,13 @@ async def create_provider(body: ProviderCreateIn, request: Request, admin: Admin
 
 
 @router.get("/{provider_id}", response_model=Envelope[ProviderOut])
-async def get_provider(provider_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def get_provider(provider_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ProviderOut.of(await mg.services.providers.get(provider_id)))
 
 
 @router.patch("/{provider_id}", response_model=Envelope[ProviderOut])
 async def update_provider(
-    provider_id: int, body: ProviderUpdateIn, request: Request, admin: Admin, mg: State
+    provider_id: Id, body: ProviderUpdateIn, request: Request, admin: Admin, mg: State
 ) -> Response:
     provider = await mg.services.providers.update(
         provider_id, name=body.name, base_url=body.baseUrl, options=body.options, enabled=body.enabled
@@ -59,29 +60,29 @@ async def update_provider(
 
 @router.delete("/{provider_id}", response_model=Envelope[None],
                summary="Delete a provider (409 while channels use it)")
-async def delete_provider(provider_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def delete_provider(provider_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     await mg.services.providers.delete(provider_id)
     return ok(request, None)
 
 
 @router.post("/{provider_id}/keys", status_code=201, response_model=Envelope[ProviderKeyOut],
              summary="Add an upstream key (stored encrypted)")
-async def add_key(provider_id: int, body: ProviderKeyIn, request: Request, admin: Admin, mg: State) -> Response:
+async def add_key(provider_id: Id, body: ProviderKeyIn, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ProviderKeyOut.of(await mg.services.providers.add_key(provider_id, body.key, body.label)),
               201)
 
 
 @router.delete("/{provider_id}/keys/{key_id}", response_model=Envelope[None])
-async def remove_key(provider_id: int, key_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def remove_key(provider_id: Id, key_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     await mg.services.providers.remove_key(provider_id, key_id)
     return ok(request, None)
 
 
 @router.post("/{provider_id}/keys/{key_id}/enable", response_model=Envelope[ProviderKeyOut])
-async def enable_key(provider_id: int, key_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def enable_key(provider_id: Id, key_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ProviderKeyOut.of(await mg.services.providers.enable_key(provider_id, key_id)))
 
 
 @router.post("/{provider_id}/keys/{key_id}/disable", response_model=Envelope[ProviderKeyOut])
-async def disable_key(provider_id: int, key_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def disable_key(provider_id: Id, key_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, ProviderKeyOut.of(await mg.services.providers.disable_key(provider_id, key_id)))

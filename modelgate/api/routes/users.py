@@ -8,7 +8,7 @@ from starlette.responses import Response
 from modelgate.api import deps
 from modelgate.api.deps import Admin, State
 from modelgate.api.envelope import Envelope, ok
-from modelgate.api.schemas import UserCreateIn, UserOut, UserUpdateIn
+from modelgate.api.schemas import Id, UserCreateIn, UserOut, UserUpdateIn
 from modelgate.errors import conflict
 
 router = APIRouter(prefix="/users", tags=["users"])
@@ -26,12 +26,12 @@ async def create_user(body: UserCreateIn, request: Request, admin: Admin, mg: St
 
 
 @router.get("/{user_id}", response_model=Envelope[UserOut])
-async def get_user(user_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def get_user(user_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     return ok(request, UserOut.of(await mg.services.users.get(user_id)))
 
 
 @router.patch("/{user_id}", response_model=Envelope[UserOut])
-async def update_user(user_id: int, body: UserUpdateIn, request: Request, admin: Admin, mg: State) -> Response:
+async def update_user(user_id: Id, body: UserUpdateIn, request: Request, admin: Admin, mg: State) -> Response:
     if user_id == admin.user.id and (body.enabled is False or body.role == "USER"):
         raise conflict("you cannot disable or demote yourself; ask another admin")
     user = await mg.services.users.update(user_id, role=body.role, enabled=body.enabled, password=body.password)
@@ -42,7 +42,7 @@ async def update_user(user_id: int, body: UserUpdateIn, request: Request, admin:
 
 
 @router.delete("/{user_id}", response_model=Envelope[None])
-async def delete_user(user_id: int, request: Request, admin: Admin, mg: State) -> Response:
+async def delete_user(user_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     if user_id == admin.user.id:
         raise conflict("you cannot delete yourself")
     await mg.services.users.delete(user_id)
