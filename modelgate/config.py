@@ -140,6 +140,7 @@ class Settings(BaseModel):
     encryption_key: str | None = None
     log_level: str = "INFO"
     log_format: Literal["text", "json"] = "text"  # json: one object per line, with the trace id
+    metrics_token: str | None = None  # when set, GET /metrics needs `Authorization: Bearer <token>`
     catalog_file: str | None = None  # the admin's additions to the built-in plan catalog
     server: ServerSettings = Field(default_factory=ServerSettings)
     gateway: GatewaySettings = Field(default_factory=GatewaySettings)
@@ -158,6 +159,24 @@ class Settings(BaseModel):
         return f"sqlite+aiosqlite:///{Path(self.data_dir).resolve() / 'modelgate.db'}"
 
 
+class ConfigError(Exception):
+    """Start-up configuration is unusable; str(err) starts with a code and is printed before exiting."""
+
+
+def unknown_keys(model: type[BaseModel], tree: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted paths in `tree` that name no setting (typos such as `gateway.retyr.jitter`)."""
+    unknown = []
+    for key, value in tree.items():
+        info = model.model_fields.get(key) if isinstance(key, str) else None
+        if info is None:
+            unknown.append(f"{prefix}{key}")
+            continue
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
+            unknown.extend(unknown_keys(annotation, value, f"{prefix}{key}."))
+    return unknown
+
+
 # Short, conventional environment names for the most used settings.
 ENV_ALIASES = {
     "SERVER_PORT": "server.port",
@@ -170,6 +189,7 @@ ENV_ALIASES = {
     "MODELGATE_DATA_DIR": "data_dir",
     "LOG_LEVEL": "log_level",
     "LOG_FORMAT": "log_format",
+    "METRICS_TOKEN": "metrics_token",
     "MODELGATE_CATALOG_FILE": "catalog_file",
     "OTEL_EXPORTER_OTLP_ENDPOINT": "telemetry.otlp_endpoint",
     "OTEL_SERVICE_NAME": "telemetry.service_name",
@@ -213,7 +233,11 @@ def load_settings(config_file: str | None = None, environ: dict[str, str] | None
     if path:
         loaded = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(loaded, dict):
-            raise ValueError(f"config file {path} must hold a mapping")
+            raise ConfigError(f"CONFIG_INVALID: config file {path} must hold a mapping")
+        unknown = unknown_keys(Settings, loaded)
+        if unknown:
+            raise ConfigError(f"CONFIG_UNKNOWN_KEY: {path} sets {', '.join(unknown)}, which "
+                              f"{'is not a setting' if len(unknown) == 1 else 'are not settings'}")
         _deep_merge(tree, loaded)
     for env_name, dotted in ENV_ALIASES.items():
         if env_name in environ:

@@ -309,3 +309,36 @@ async def test_user_role_may_read_catalog_and_stats(api: Env) -> None:
     for path in ("/api/v1/plan-catalogs", "/api/v1/plan-catalogs/providers", "/api/v1/stats",
                  "/api/v1/stats/trend?days=3", "/api/v1/stats/model-usage?limit=3", "/api/v1/call-logs"):
         assert (await c.get(path)).status_code == 200, path
+
+
+async def test_login_throttle_counts_failures_per_address_whatever_the_usernames(api: Env) -> None:
+    """A spray of random usernames from one address is throttled too (issue 12 item 8)."""
+    for i in range(api.state.login_ip_max_failures):
+        r = await api.client.post("/api/v1/auth/login", json={"username": f"guess-{i}", "password": "wrong-pass"})
+        assert r.status_code == 401
+    r = await api.client.post("/api/v1/auth/login", json={"username": "another-guess", "password": "wrong-pass"})
+    assert r.status_code == 429 and int(r.headers["retry-after"]) > 0
+    r = await api.client.post("/api/v1/auth/login", json={"username": "admin", "password": ADMIN_PASSWORD})
+    assert r.status_code == 429, "the address is locked for every username"
+    api.clock.advance(api.state.login_lock_seconds + 1)
+    assert (await api.client.post("/api/v1/auth/login",
+                                  json={"username": "admin", "password": ADMIN_PASSWORD})).status_code == 200
+
+
+async def test_password_verification_runs_off_the_event_loop(api: Env, monkeypatch) -> None:
+    """argon2 takes tens of milliseconds of CPU: on the event loop it would stall every inference call."""
+    import threading
+
+    threads: list[threading.Thread] = []
+    real = passwords.verify_password
+
+    def recording(password_hash: str, password: str) -> bool:
+        threads.append(threading.current_thread())
+        return real(password_hash, password)
+
+    monkeypatch.setattr(passwords, "verify_password", recording)
+    assert (await api.client.post("/api/v1/auth/login",
+                                  json={"username": "admin", "password": ADMIN_PASSWORD})).status_code == 200
+    assert (await api.client.post("/api/v1/auth/login",
+                                  json={"username": "nobody", "password": "wrong-pass"})).status_code == 401
+    assert len(threads) == 2 and all(t is not threading.main_thread() for t in threads)

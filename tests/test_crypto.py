@@ -85,3 +85,18 @@ def test_passwords():
     assert not passwords.verify_password(h, "wrong")
     assert not passwords.verify_password("not-a-hash", "x")
     assert passwords.needs_rehash(h) is False
+
+
+@pytest.mark.parametrize("weak", ["changeme", "correct horse battery staple", "a" * 64, "ab" * 20])
+def test_production_refuses_a_weak_passphrase(tmp_path, weak):
+    settings = Settings(env="production", data_dir=str(tmp_path), encryption_key=weak)
+    with pytest.raises(ConfigError, match="^ENCRYPTION_KEY_WEAK"):
+        load_encryption_key(settings)
+    # Local mode warns but starts.
+    assert len(load_encryption_key(Settings(data_dir=str(tmp_path), encryption_key=weak))) == 32
+
+
+def test_production_accepts_a_long_varied_passphrase(tmp_path):
+    settings = Settings(env="production", data_dir=str(tmp_path),
+                        encryption_key="plover-Quartz-7-estuary-Nimbus-harbour-2x")
+    assert len(load_encryption_key(settings)) == 32

@@ -10,8 +10,10 @@ Routes are declared without the /api/v1 prefix; the OpenAPI document is at
 from __future__ import annotations
 
 from fastapi import FastAPI
+from starlette.responses import HTMLResponse
 
 from modelgate.api.audit import AuditMiddleware
+from modelgate.api.docs_page import render as render_docs
 from modelgate.api.envelope import (
     ErrorEnvelope,
     ShortError,
@@ -76,13 +78,24 @@ def create_management_app(state: ManagementState) -> FastAPI:
         # The docs page must know it lives under the mount point.
         servers=[{"url": API_PREFIX}],
         root_path_in_servers=False,
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN; ours is rendered here
+        redoc_url=None,
     )
     app.state.mg = state
     app.state.sessions = SessionService(state.db, state.clock, state.session_ttl_seconds)
-    app.state.throttle = LoginThrottle(state.clock, state.login_max_failures, state.login_lock_seconds)
+    app.state.throttle = LoginThrottle(state.clock, state.login_max_failures, state.login_lock_seconds,
+                                       state.login_ip_max_failures)
     app.state.catalog_service = CatalogService(state.catalog)
     app.state.stats_service = StatsService(state.db, state.catalog, state.clock)
     app.state.event_service = EventService(state.db)
+    docs_html: list[str] = []
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        if not docs_html:
+            docs_html.append(render_docs(app.openapi(), f"{API_PREFIX}/openapi.json"))
+        return HTMLResponse(docs_html[0])
+
     install_error_handlers(app)
     app.add_middleware(AuditMiddleware)
     app.add_middleware(TraceMiddleware)  # added last: the outermost, so the audit row has the trace id

@@ -35,5 +35,6 @@ class ManagementState:
     health_check: HealthCheck | None = None  # None: POST /channels/{id}/health-check answers 503
     clock: Callable[[], datetime] = utc_now  # wall clock (UTC); tests move it by hand
     session_ttl_seconds: float = 12 * 3600.0
-    login_max_failures: int = 5
+    login_max_failures: int = 5  # per username and address
+    login_ip_max_failures: int = 20  # per address, whatever the usernames
     login_lock_seconds: float = 300.0

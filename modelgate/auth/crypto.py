@@ -18,17 +18,15 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
-from modelgate.config import Settings
+from modelgate.config import ConfigError, Settings
+
+__all__ = ["ConfigError", "DecryptionError", "SecretBox", "derive_key", "load_encryption_key"]
 
 log = logging.getLogger(__name__)
 
 NONCE_SIZE = 12
 KEY_SIZE = 32
 KEY_FILE_NAME = "encryption.key"
-
-
-class ConfigError(Exception):
-    """Start-up configuration is unusable; str(err) is the code printed before exiting."""
 
 
 class DecryptionError(Exception):
@@ -84,9 +82,31 @@ def derive_key(value: str) -> bytes:
     ).derive(value.encode())
 
 
+MIN_PASSPHRASE_LENGTH = 32
+MIN_PASSPHRASE_DISTINCT = 10
+
+
+def weak_passphrase(value: str) -> bool:
+    """A passphrase (anything but a base64 32-byte key) too short or too repetitive to be a key.
+
+    The rule: at least 32 characters with at least 10 different ones. HKDF does not stretch, so the
+    passphrase itself must carry the strength; `openssl rand -base64 32` gives a proper key.
+    """
+    value = value.strip()
+    if _decode_base64_key(value) is not None:
+        return False
+    return len(value) < MIN_PASSPHRASE_LENGTH or len(set(value)) < MIN_PASSPHRASE_DISTINCT
+
+
 def load_encryption_key(settings: Settings, *, may_generate: bool = True) -> bytes:
     """`may_generate=False` when the database already holds sealed values: a fresh key could not open them."""
     if settings.encryption_key:
+        if weak_passphrase(settings.encryption_key):
+            if settings.production:
+                raise ConfigError(
+                    f"ENCRYPTION_KEY_WEAK: use a base64 32-byte key (openssl rand -base64 32) or a passphrase of "
+                    f"at least {MIN_PASSPHRASE_LENGTH} characters with {MIN_PASSPHRASE_DISTINCT} different ones")
+            log.warning("ENCRYPTION_KEY is a weak passphrase; production mode refuses it")
         return derive_key(settings.encryption_key)
     if settings.production:
         raise ConfigError("ENCRYPTION_KEY_MISSING")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hmac
 import logging
 from typing import Any
 
@@ -84,6 +85,9 @@ class GatewayApp:
             if path == "/readyz":
                 return await self.readiness(send)
             if path == "/metrics":
+                if not self._metrics_allowed(scope):
+                    return await send_error(send, errors.unauthorized("A metrics token is required"),
+                                            ClientProtocol.CHAT, new_trace_id())
                 body, content_type = metrics.render()
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
         if not path.startswith(("/v1/", "/alt/")):
@@ -97,6 +101,13 @@ class GatewayApp:
         ready, checks = await self.runtime.readiness()
         body = orjson.dumps({"status": "ready" if ready else "unavailable", "checks": checks})
         await send_bytes(send, 200 if ready else 503, body, new_trace_id())
+
+    def _metrics_allowed(self, scope: Scope) -> bool:
+        token = self.settings.metrics_token
+        if not token:
+            return True
+        sent = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
+        return hmac.compare_digest(sent, b"Bearer " + token.encode())
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -137,6 +148,7 @@ def management_app(runtime: Runtime) -> Any:
 
     from modelgate.api import API_PREFIX, ManagementState, create_management_app
     from modelgate.api.console import console_app
+    from modelgate.api.security_headers import SecurityHeaders
     from modelgate.catalog import load_catalog
 
     state = ManagementState(
@@ -159,7 +171,7 @@ def management_app(runtime: Runtime) -> Any:
             errors.not_found(f"No route for {shown(request.method, 16)} {shown(request.url.path, 256)}"), trace_id)
         return Response(body, 404, {"x-trace-id": trace_id}, media_type="application/json")
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    return SecurityHeaders(Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}))
 
 
 def create_app() -> GatewayApp:

@@ -12,6 +12,7 @@ import hashlib
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import delete, select
@@ -99,46 +100,85 @@ class SessionService:
             await s.execute(delete(LoginSession).where(*conditions))
 
 
-class LoginThrottle:
-    """Locks a username+address pair after repeated failed logins.
+class FailureStore(Protocol):
+    """Where the throttle keeps its counters: in memory here; a shared store (Redis) can take its place."""
 
-    In memory, per process: with several workers an attacker gets at most
-    `max_failures` tries per worker per lock period, still far too few for
-    guessing an argon2-protected password.
+    def get(self, key: str) -> tuple[int, datetime] | None: ...
+
+    def put(self, key: str, count: int, last: datetime) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class MemoryFailureStore:
+    """Per process, bounded: a spray of usernames cannot grow it past `limit` entries."""
+
+    def __init__(self, limit: int = 100_000) -> None:
+        self.limit = limit
+        self._entries: dict[str, tuple[int, datetime]] = {}
+
+    def get(self, key: str) -> tuple[int, datetime] | None:
+        return self._entries.get(key)
+
+    def put(self, key: str, count: int, last: datetime) -> None:
+        self._entries[key] = (count, last)
+        if len(self._entries) > self.limit:
+            oldest = sorted(self._entries.items(), key=lambda kv: kv[1][1])[: len(self._entries) // 2]
+            for k, _ in oldest:
+                del self._entries[k]
+
+    def delete(self, key: str) -> None:
+        self._entries.pop(key, None)
+
+
+class LoginThrottle:
+    """Locks a username+address pair after `max_failures` failed logins, and an address after
+    `ip_max_failures` failures whatever the usernames (a spray of random names is throttled too).
+
+    In memory, per process, unless given a shared `store`: with several workers an attacker gets
+    at most the limits per worker per lock period, still far too few for guessing an
+    argon2-protected password.
     """
 
-    def __init__(self, clock: Callable[[], datetime], max_failures: int, lock_seconds: float) -> None:
+    def __init__(self, clock: Callable[[], datetime], max_failures: int, lock_seconds: float,
+                 ip_max_failures: int = 20, store: FailureStore | None = None) -> None:
         self.clock = clock
         self.max_failures = max_failures
+        self.ip_max_failures = ip_max_failures
         self.lock = timedelta(seconds=lock_seconds)
-        self._failures: dict[tuple[str, str], tuple[int, datetime]] = {}  # -> (count, last failure)
+        self.store: FailureStore = store if store is not None else MemoryFailureStore()
 
     @staticmethod
-    def _key(username: str, ip: str | None) -> tuple[str, str]:
-        return (username.strip().lower(), ip or "")
+    def _pair(username: str, ip: str | None) -> str:
+        return f"user:{ip or ''}:{username.strip().lower()}"
 
-    def retry_after(self, username: str, ip: str | None) -> float:
-        """Seconds until this pair may try again; 0 when it may now."""
-        entry = self._failures.get(self._key(username, ip))
-        if entry is None or entry[0] < self.max_failures:
+    @staticmethod
+    def _address(ip: str | None) -> str:
+        return f"ip:{ip or ''}"
+
+    def _wait(self, key: str, limit: int) -> float:
+        entry = self.store.get(key)
+        if entry is None or entry[0] < limit:
             return 0.0
         left = (entry[1] + self.lock - self.clock()).total_seconds()
         if left <= 0:
-            del self._failures[self._key(username, ip)]
+            self.store.delete(key)
             return 0.0
         return left
 
+    def retry_after(self, username: str, ip: str | None) -> float:
+        """Seconds until this user and address may try again; 0 when they may now."""
+        return max(self._wait(self._pair(username, ip), self.max_failures),
+                   self._wait(self._address(ip), self.ip_max_failures))
+
     def failed(self, username: str, ip: str | None) -> None:
-        key = self._key(username, ip)
         now = self.clock()
-        count, last = self._failures.get(key, (0, now))
-        if now - last > self.lock:  # old failures are forgiven
-            count = 0
-        self._failures[key] = (count + 1, now)
-        if len(self._failures) > 100_000:  # bound memory under a spray of usernames
-            oldest = sorted(self._failures.items(), key=lambda kv: kv[1][1])[: len(self._failures) // 2]
-            for k, _ in oldest:
-                del self._failures[k]
+        for key in (self._pair(username, ip), self._address(ip)):
+            count, last = self.store.get(key) or (0, now)
+            if now - last > self.lock:  # old failures are forgiven
+                count = 0
+            self.store.put(key, count + 1, now)
 
     def succeeded(self, username: str, ip: str | None) -> None:
-        self._failures.pop(self._key(username, ip), None)
+        # The address's count stays: a caller's own valid login must not reset a spray's counter.
+        self.store.delete(self._pair(username, ip))

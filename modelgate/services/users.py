@@ -64,8 +64,8 @@ class UserService:
     async def create(self, username: str, password: str, role: str = "USER", enabled: bool = True) -> UserView:
         username = clean_name(username, "username", 64)
         user = User(
-            username=username, password_hash=passwords.hash_password(_password(password)), role=_role(role),
-            enabled=enabled,
+            username=username, password_hash=await passwords.hash_password_async(_password(password)),
+            role=_role(role), enabled=enabled,
         )
         async with self.ctx.tx(f"user {username!r} already exists") as s:
             s.add(user)
@@ -93,7 +93,7 @@ class UserService:
             if was_admin and (user.role != "ADMIN" or not user.enabled):
                 await _keep_an_admin(s, user.id)
             if password is not None:
-                user.password_hash = passwords.hash_password(_password(password))
+                user.password_hash = await passwords.hash_password_async(_password(password))
             await s.flush()
             return UserView.of(user)
 
@@ -109,12 +109,12 @@ class UserService:
         async with self.ctx.tx() as s:
             user = (await s.execute(select(User).where(User.username == username))).scalar_one_or_none()
             if user is None:
-                passwords.verify_password(dummy_hash(), password)
+                await passwords.verify_password_async(dummy_hash(), password)
                 return None
-            if not passwords.verify_password(user.password_hash, password) or not user.enabled:
+            if not await passwords.verify_password_async(user.password_hash, password) or not user.enabled:
                 return None
             if passwords.needs_rehash(user.password_hash):
-                user.password_hash = passwords.hash_password(password)
+                user.password_hash = await passwords.hash_password_async(password)
             return UserView.of(user)
 
     async def ensure_initial_admin(self) -> str | None:
