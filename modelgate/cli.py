@@ -7,6 +7,7 @@ import asyncio
 import getpass
 import os
 import sys
+from pathlib import Path
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -510,11 +511,21 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
         if not migrated:
             raise CliError("the database is not initialised; run `modelgate init` first")
         announce = ConfigVersion(link).announce if link is not None else None
-        services = Services(db, load_secret_box(settings), settings, on_change=announce)
+        changed: list[bool] = []
+
+        def on_change() -> object:
+            changed.append(True)
+            return announce() if announce is not None else None
+
+        services = Services(db, load_secret_box(settings), settings, on_change=on_change)
         status = 500
         try:
             await handler(services, args)
             status = 200
+            if changed:  # a gateway on this host (same data_dir) applies it within a quarter second
+                from modelgate.shared.change_marker import touch_change_marker
+
+                touch_change_marker(settings)
         except GatewayError as err:
             status = err.status
             raise

@@ -110,6 +110,9 @@ class UsageSettings(BaseModel):
     max_pending_rows: int = 100_000  # per table, in memory; call rows beyond it wait in the journal
     journal: bool = True  # append accepted call rows to data_dir/call-journal before writing them
     journal_max_bytes: int = 1 << 30  # beyond it rows are kept in memory only
+    retention_days: int = 90  # call log and resilience events; 0 keeps them for ever
+    retention_batch_rows: int = 5_000  # rows deleted per transaction
+    retention_interval_seconds: float = 3600.0
 
 
 class TelemetrySettings(BaseModel):

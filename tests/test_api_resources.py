@@ -316,6 +316,7 @@ async def test_call_log_filters_and_paging(api: Env) -> None:
     c = await as_admin(api)
     page = (await c.get("/api/v1/call-logs?limit=2")).json()["data"]
     assert page["total"] == 5 and len(page["items"]) == 2 and page["limit"] == 2
+    assert page["hasMore"] is True and page["totalExact"] is True
     row = page["items"][0]
     assert set(row) >= {"traceId", "model", "status", "promptTokens", "completionTokens", "totalTokens", "keyId"}
     assert (await c.get("/api/v1/call-logs?keyId=7")).json()["data"]["total"] == 2

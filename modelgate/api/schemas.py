@@ -429,11 +429,16 @@ class PageOut(BaseModel):
     offset: int
 
 
-class CallLogPage(PageOut):
+class LogPageOut(PageOut):
+    hasMore: bool = Field(description="more rows follow this page")
+    totalExact: bool = Field(description="false when `total` stopped counting at its cap (10,000)")
+
+
+class CallLogPage(LogPageOut):
     items: list[CallLogOut]
 
 
-class EventPage(PageOut):
+class EventPage(LogPageOut):
     items: list[EventOut]
 
 

@@ -171,7 +171,30 @@ def management_app(runtime: Runtime) -> Any:
             errors.not_found(f"No route for {shown(request.method, 16)} {shown(request.url.path, 256)}"), trace_id)
         return Response(body, 404, {"x-trace-id": trace_id}, media_type="application/json")
 
-    return SecurityHeaders(Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found}))
+    app = Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    return SecurityHeaders(_SettleChanges(app, runtime.settle))
+
+
+class _SettleChanges:
+    """A request that changed the configuration is answered once this process applies the change."""
+
+    def __init__(self, app: Any, settle: Any) -> None:
+        self.app = app
+        self.settle = settle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            return await self.app(scope, receive, send)
+
+        async def send_settled(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                try:
+                    await self.settle()
+                except Exception:  # the periodic refresh retries; the change itself is committed
+                    log.exception("applying a configuration change failed")
+            await send(message)
+
+        await self.app(scope, receive, send_settled)
 
 
 def create_app() -> GatewayApp:

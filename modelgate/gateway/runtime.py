@@ -30,6 +30,7 @@ from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
 from modelgate.shared.breakers import SharedBreakers
+from modelgate.shared.change_marker import marker_mtime, marker_path
 from modelgate.shared.config_version import ConfigVersion
 from modelgate.shared.cooldowns import SharedCooldowns
 from modelgate.shared.lifecycle_counts import SharedNotFoundCounts
@@ -37,6 +38,7 @@ from modelgate.shared.redis_link import RedisLink, redis_client
 from modelgate.shared.schedule import Schedule
 from modelgate.storage.db import Database
 from modelgate.storage.models import ResilienceEvent
+from modelgate.storage.retention import RetentionJob
 from modelgate.storage.snapshot_loader import load_snapshot
 from modelgate.storage.usage_writer import UsageWriter
 
@@ -119,6 +121,8 @@ class Runtime:
         self.draining = False
         self.link: RedisLink | None = None
         self.tracer: Any = None  # modelgate.gateway.otel.CallTracer when OpenTelemetry is configured
+        self._changes = 0  # configuration changes made through this process
+        self._applied_changes = 0  # of those, the ones the installed snapshot includes
 
     async def start(self) -> None:
         settings = self.settings
@@ -165,6 +169,11 @@ class Runtime:
         await self.refresh()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="snapshot-refresh"))
         self._tasks.append(asyncio.create_task(self._flush_logs(), name="log-flush"))
+        self._tasks.append(asyncio.create_task(self._watch_change_marker(), name="config-marker"))
+        self.retention = RetentionJob(self.db, settings)
+        if settings.usage.retention_days > 0:
+            self._tasks.append(asyncio.create_task(self.retention.run_forever(self._retention_pass),
+                                                   name="retention"))
         if self.link is not None:
             self._tasks.append(asyncio.create_task(self._listen_for_changes(), name="config-changes"))
         if self.executor.lifecycle is not None:
@@ -273,6 +282,7 @@ class Runtime:
         started = self._loads_started
         # Read before loading: a change committed during the load bumps it again and reloads.
         version = await self.config_version.current() if self.config_version is not None else None
+        changes = self._changes
         snapshot = await load_snapshot(self.db, self.box, self.settings)
         self._version_seen = version
         self._full_refresh_at = time.monotonic() + self.settings.gateway.full_refresh_seconds
@@ -281,6 +291,7 @@ class Runtime:
             await MOCK_UPSTREAM.start()
         if started > self._installed_load:
             self._installed_load = started
+            self._applied_changes = max(self._applied_changes, changes)
             self.snapshot = snapshot
             if self.executor.lifecycle is not None:
                 self.executor.lifecycle.routable_again(
@@ -307,8 +318,15 @@ class Runtime:
     def refresh_soon(self) -> None:
         self._refresh_wanted.set()
 
+    async def settle(self) -> None:
+        """Install the changes this process made, so the request that made them answers only once
+        they apply (a key created through the API works for the very next call)."""
+        if self._applied_changes < self._changes:
+            await self.refresh()
+
     def config_changed(self) -> None:
         """A committed configuration change: reload here, and tell the other instances through Redis."""
+        self._changes += 1
         self.refresh_soon()
         if self.config_version is not None:
             task = asyncio.create_task(self.config_version.announce())
@@ -351,6 +369,23 @@ class Runtime:
         text = data.decode(errors="replace")
         if not (self.shared_cooldowns is not None and self.shared_cooldowns.notice(text)):
             self.shared_breakers.notice(text)
+
+    async def _retention_pass(self) -> None:
+        # Once per deployment and period when Redis can say which process runs it.
+        if await self.schedule.runs_here("retention", self.retention.interval):
+            await self.retention.run_once()
+
+    async def _watch_change_marker(self) -> None:
+        """The CLI touches `data_dir/config-changed` after a change: on the same host a running server
+        applies it within a quarter second, with or without Redis."""
+        marker = marker_path(self.settings)
+        seen = marker_mtime(marker)
+        while True:
+            await asyncio.sleep(0.25)
+            now = marker_mtime(marker)
+            if now != seen:
+                seen = now
+                self.refresh_soon()
 
     async def _flush_logs(self) -> None:
         while True:

@@ -199,19 +199,28 @@ class CallLogView:
 @dataclass(slots=True)
 class Page:
     items: list
-    total: int
+    total: int  # exact up to COUNT_CAP matching rows; beyond, COUNT_CAP and total_exact is False
     limit: int
     offset: int
+    has_more: bool = False  # rows follow this page
+    total_exact: bool = True
+
+
+# Counting every matching row of a large log table costs a scan of all of them on every page;
+# the count stops here (pages past it are still served; `has_more` says whether one follows).
+COUNT_CAP = 10_000
 
 
 async def newest_first(session: Any, record: Any, conditions: list[Any], view: Callable[[Any], Any],
                        limit: int, offset: int, max_limit: int) -> Page:
-    """One page of a log table (call log, resilience events), newest first, with the total."""
+    """One page of a log table (call log, resilience events), newest first, with a bounded total."""
     if not 1 <= limit <= max_limit or offset < 0:
         raise validation_error(f"limit must be 1..{max_limit} and offset non-negative")
-    total = await session.scalar(select(func.count()).select_from(record).where(*conditions))
-    rows = await session.scalars(
+    matching = select(record.id).where(*conditions).limit(COUNT_CAP + 1).subquery()
+    counted = int(await session.scalar(select(func.count()).select_from(matching)) or 0)
+    rows = (await session.scalars(
         select(record).where(*conditions).order_by(record.created_at.desc(), record.id.desc())
-        .limit(limit).offset(offset)
-    )
-    return Page([view(r) for r in rows.all()], int(total or 0), limit, offset)
+        .limit(limit + 1).offset(offset)
+    )).all()
+    return Page([view(r) for r in rows[:limit]], min(counted, COUNT_CAP), limit, offset,
+                has_more=len(rows) > limit, total_exact=counted <= COUNT_CAP)

@@ -107,7 +107,8 @@ async def call_logs(
     page = await service.query(application_ids=ids, api_key_id=keyId, model=model, status=status, trace_id=traceId,
                                since=since, until=until, limit=limit, offset=offset)
     return ok(request, CallLogPage(items=[CallLogOut.of(r) for r in page.items], total=page.total,
-                                   limit=page.limit, offset=page.offset))
+                                   limit=page.limit, offset=page.offset, hasMore=page.has_more,
+                                   totalExact=page.total_exact))
 
 
 @events_router.get("/events", response_model=Envelope[EventPage], summary="Failover / breaker events, newest first")
@@ -121,5 +122,5 @@ async def events(
         items=[EventOut(id=e.id, createdAt=e.created_at, type=e.event_type, traceId=e.trace_id,
                         channelId=e.channel_id, endpointId=e.endpoint, model=e.model, errorType=e.error_type,
                         detail=e.detail) for e in page.items],
-        total=page.total, limit=page.limit, offset=page.offset,
+        total=page.total, limit=page.limit, offset=page.offset, hasMore=page.has_more, totalExact=page.total_exact,
     ))
