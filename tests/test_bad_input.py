@@ -26,7 +26,16 @@ MESSAGES = {
                                               {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                                            "data": "iVBORw0KGgo="}}]}],
 }
-WEIRD: list[Any] = [None, True, -1, 0, 2**70, 1.5e308, "", "x" * 3000, [], {}, [None], {"": None}, "\u0000\ud7ff"]
+def _deep(levels: int) -> Any:
+    node: Any = 0
+    for i in range(levels):
+        node = [node] if i % 2 else {"k": node}
+    return node
+
+
+# 300 levels: past what the gateway can forward (254), still within what the test client can encode.
+WEIRD: list[Any] = [None, True, -1, 0, 2**70, 1.5e308, "", "x" * 3000, [], {}, [None], {"": None}, "\u0000\ud7ff",
+                    _deep(300), "line\nbreak\r\x00" * 50, -(2**64)]
 
 
 def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
@@ -45,7 +54,7 @@ def mutate(body: dict[str, Any], rng: random.Random) -> Any:
     for _ in range(rng.randint(1, 3)):
         targets = [p for p in paths(mutated) if p]
         if not targets:
-            return rng.choice(WEIRD)
+            return copy.deepcopy(rng.choice(WEIRD))
         path = rng.choice(targets)
         parent = mutated
         for step in path[:-1]:
@@ -53,7 +62,7 @@ def mutate(body: dict[str, Any], rng: random.Random) -> Any:
         if rng.random() < 0.3 and isinstance(parent, dict):
             del parent[path[-1]]
         else:
-            parent[path[-1]] = rng.choice(WEIRD)
+            parent[path[-1]] = copy.deepcopy(rng.choice(WEIRD))
     return mutated
 
 
