@@ -54,16 +54,33 @@ INT_FIELDS = ("status", "api_key_id", "application_id", "channel_id", "attempts"
 FIELD_NAMES = tuple(f.name for f in fields(CallRecord))
 
 
+def _count(value: object) -> int:
+    try:
+        number = int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return min(max(number, 0), INT32_MAX)
+
+
 def sanitise(call: CallRecord) -> CallRecord:
-    """Bound and escape every text value to its column; clamp integers to the column's range."""
-    for name, limit in TEXT_LIMITS.items():
-        value = getattr(call, name)
-        if value is not None and (len(value) > limit or not value.isprintable()):
-            setattr(call, name, shown(value, limit))
-    for name in ("prompt_tokens", "completion_tokens"):  # upstream-reported
-        value = getattr(call, name)
-        if not 0 <= value <= INT32_MAX:
-            setattr(call, name, min(max(int(value), 0), INT32_MAX))
+    """Bound and escape the values that come from outside: the model name and client address (text,
+    cut to their column and escaped), the upstream's token counts (whole numbers in the column's range).
+
+    The other fields are the gateway's own (trace id, codes, kinds); `last_resort` covers them too.
+    Runs on every call: the checks are the cheap ones unless a value needs repair.
+    """
+    model = call.model
+    if len(model) > 128 or not model.isprintable():
+        call.model = shown(model, 128)
+    ip = call.client_ip
+    if ip is not None and (len(ip) > 64 or not ip.isprintable()):
+        call.client_ip = shown(ip, 64)
+    tokens = call.prompt_tokens
+    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
+        call.prompt_tokens = _count(tokens)
+    tokens = call.completion_tokens
+    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
+        call.completion_tokens = _count(tokens)
     return call
 
 
