@@ -7,7 +7,6 @@ import asyncio
 import getpass
 import os
 import sys
-from pathlib import Path
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import resource
 import socket
 import time
@@ -30,7 +31,7 @@ from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
 from modelgate.services import Services
 from modelgate.shared.breakers import SharedBreakers
-from modelgate.shared.change_marker import marker_mtime, marker_path
+from modelgate.shared.change_marker import marker_mtime, marker_path, touch_change_marker
 from modelgate.shared.config_version import ConfigVersion
 from modelgate.shared.cooldowns import SharedCooldowns
 from modelgate.shared.lifecycle_counts import SharedNotFoundCounts
@@ -328,6 +329,7 @@ class Runtime:
         """A committed configuration change: reload here, and tell the other instances through Redis."""
         self._changes += 1
         self.refresh_soon()
+        touch_change_marker(self.settings)  # sibling workers on this host, with or without Redis
         if self.config_version is not None:
             task = asyncio.create_task(self.config_version.announce())
             self._publishing.add(task)
