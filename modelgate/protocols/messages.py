@@ -20,7 +20,6 @@ import orjson
 
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
-from modelgate.safetext import shown
 from modelgate.protocols import sse
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.model_name import model_field, set_model
@@ -47,6 +46,7 @@ from modelgate.protocols.ir import (
     Usage,
     UsageUpdate,
 )
+from modelgate.safetext import shown
 
 NATIVE_WIRE = "anthropic-messages"
 ALT_VERSION = b"2023-06-01"
