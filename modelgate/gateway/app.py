@@ -86,8 +86,7 @@ class GatewayApp:
                 return await self.readiness(send)
             if path == "/metrics":
                 if not self._metrics_allowed(scope):
-                    return await send_error(send, errors.unauthorized("A metrics token is required"),
-                                            ClientProtocol.CHAT, new_trace_id())
+                    return await send_error(send, errors.unauthorized("A metrics token is required"), new_trace_id())
                 body, content_type = metrics.render()
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
         if not path.startswith(("/v1/", "/alt/")):
