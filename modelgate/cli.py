@@ -84,6 +84,19 @@ CALL_COLUMNS = [("TIME", _attr("created_at")), ("TRACE_ID", _attr("trace_id")), 
                 ("OUT", _attr("completion_tokens"))]
 
 
+def emit_secret(args: argparse.Namespace, record: dict[str, Any], plaintext: str, heading: str, advice: str) -> None:
+    """A secret shown once: alone with --quiet (for `X=$(modelgate ... --quiet)`), else framed."""
+    def human() -> None:
+        if args.quiet:
+            print(plaintext)
+            return
+        print(heading)
+        print(f"\n    {plaintext}\n")
+        print(advice)
+
+    emit(args, {**record, "plaintext": plaintext}, human)
+
+
 def _lister(columns: list) -> Callable[[argparse.Namespace, Any], None]:
     def show(args: argparse.Namespace, rows: Any) -> None:
         emit(args, rows, lambda: print_table(rows, columns))
@@ -150,15 +163,9 @@ async def key_create(svc: Any, args: argparse.Namespace) -> None:
     created = await svc.api_keys.create(args.app, name=args.name or "",
                                         rate_capacity=args.rate_capacity, rate_refill=args.rate_refill)
 
-    def human() -> None:
-        if args.quiet:  # for scripts: KEY=$(modelgate key create --app x --quiet)
-            print(created.plaintext)
-            return
-        print(f"Created API key {created.key.id} for application {created.key.application_id}:")
-        print(f"\n    {created.plaintext}\n")
-        print("Store it now: it cannot be shown again (only its hash is kept).")
-
-    emit(args, {"key": created.key, "plaintext": created.plaintext}, human)
+    emit_secret(args, {"key": created.key}, created.plaintext,
+                f"Created API key {created.key.id} for application {created.key.application_id}:",
+                "Store it now: it cannot be shown again (only its hash is kept).")
 
 
 async def key_list(svc: Any, args: argparse.Namespace) -> None:
@@ -334,15 +341,9 @@ async def token_create(svc: Any, args: argparse.Namespace) -> None:
     user = await svc.users.get(args.user)
     created = await svc.admin_tokens.create(args.name, args.role, user.id, args.expires_days)
 
-    def human() -> None:
-        if args.quiet:
-            print(created.plaintext)
-            return
-        print(f"Created API token {created.token.id} ({created.token.role}, acting as {user.username}):")
-        print(f"\n    {created.plaintext}\n")
-        print("Store it now: it cannot be shown again. Send it as `Authorization: Bearer <token>`.")
-
-    emit(args, {"token": created.token, "plaintext": created.plaintext}, human)
+    emit_secret(args, {"token": created.token}, created.plaintext,
+                f"Created API token {created.token.id} ({created.token.role}, acting as {user.username}):",
+                "Store it now: it cannot be shown again. Send it as `Authorization: Bearer <token>`.")
 
 
 async def token_list(svc: Any, args: argparse.Namespace) -> None:

@@ -365,13 +365,18 @@ def _check_tool_choice(choice: Any) -> None:
         raise _bad("tool_choice.disable_parallel_tool_use: must be a boolean")
 
 
-def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]:
+def _check_model_and_messages(body: Any, beta_names: list[str] | None) -> str:
     if not isinstance(body, dict):
         raise _bad("Request body must be a JSON object")
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model: Field required (a non-empty string)" if model is None else "model: must be a non-empty string")
     _check_messages(body.get("messages"), allows_mid_conversation_system(beta_names or []))
+    return model
+
+
+def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]:
+    model = _check_model_and_messages(body, beta_names)
     max_tokens = body.get("max_tokens")
     if max_tokens is None:
         raise _bad("max_tokens: Field required")
@@ -382,12 +387,7 @@ def validate(body: Any, beta_names: list[str] | None = None) -> tuple[str, bool]
 
 def validate_count(body: Any, beta_names: list[str] | None = None) -> str:
     """A `count_tokens` body: like a message request without `max_tokens`; returns the model."""
-    if not isinstance(body, dict):
-        raise _bad("Request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("model: Field required (a non-empty string)" if model is None else "model: must be a non-empty string")
-    _check_messages(body.get("messages"), allows_mid_conversation_system(beta_names or []))
+    model = _check_model_and_messages(body, beta_names)
     _check_common(body)
     return model
 
