@@ -602,8 +602,9 @@ def parse_json(raw: bytes) -> Any:
         parsed = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise errors.invalid_request("The request body is not valid JSON") from None
-    # Only a body with that many brackets can be that deep; encoding it again (C speed) is the check.
-    if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH:
+    # Encoding it again (C speed) is the check. Only a body of that many bytes can be that deep:
+    # a cheaper bound than counting its brackets, which cost twice the encoding on agent bodies.
+    if len(raw) > 2 * MAX_JSON_DEPTH:
         try:
             orjson.dumps(parsed)
         except orjson.JSONEncodeError:
