@@ -250,3 +250,82 @@ async def test_redis_cut_mid_traffic_loses_no_call_log_row_and_the_bucket_resume
 def wired_key_id(gateway: GatewayHarness) -> int:
     (entry,) = gateway.runtime.snapshot.keys_by_hash.values()
     return entry.id
+
+
+async def login(instance: GatewayHarness, username: str, password: str) -> int:
+    async with httpx.AsyncClient(timeout=30) as http:
+        resp = await http.post(f"{instance.url}/api/v1/auth/login", json={"username": username, "password": password})
+        return resp.status_code
+
+
+async def test_login_throttle_is_one_for_the_deployment(tmp_path, prefix):
+    """Failed logins counted through either instance lock the pair, and a spray the address, on both."""
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        await first.services.users.create("alice", "alice-password")
+        # 5 failures per username+address: 3 through one instance, 2 through the other.
+        for instance in (first, first, first, second, second):
+            assert await login(instance, "alice", "wrong-password") == 401
+        for instance in (first, second):
+            assert await login(instance, "alice", "alice-password") == 429
+        # 20 per address whatever the usernames: a spray split over both instances.
+        for i in range(15):  # 5 already counted against this address
+            assert await login((first, second)[i % 2], f"guess-{i}", "wrong-password") == 401
+        for instance in (first, second):
+            assert await login(instance, "someone-else", "wrong-password") == 429
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_login_throttle_counts_in_memory_while_redis_is_away(tmp_path, prefix):
+    proxy = await TcpProxy(REDIS_HOST, REDIS_PORT).start()
+    settings = shared_settings(tmp_path, prefix, redis_url=proxy.url(), redis_timeout_seconds=0.2)
+    gateway = await GatewayHarness(settings).start()
+    try:
+        await gateway.services.users.create("alice", "alice-password")
+        proxy.cut("refuse")
+        for _ in range(5):
+            assert await login(gateway, "alice", "wrong-password") == 401
+        assert await login(gateway, "alice", "alice-password") == 429
+        assert not gateway.runtime.link.up
+    finally:
+        await gateway.stop()
+        await proxy.close()
+
+
+async def test_console_and_metrics_show_the_deployments_breakers_not_the_answering_workers(
+        tmp_path, prefix, openai_upstream):
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+        endpoint = f"p{wired.provider_id}:k1"
+        await second.services.users.create("ops", "ops-password", role="ADMIN")
+        listener = next(t for t in second.runtime._tasks if t.get_name() == "config-changes")
+        listener.cancel()  # the second hears no announcement: what it reports must come from Redis
+
+        async with httpx.AsyncClient(base_url=second.url, timeout=30) as http:
+            assert (await http.post("/api/v1/auth/login",
+                                    json={"username": "ops", "password": "ops-password"})).status_code == 200
+
+            async def console_breaker() -> dict:
+                resp = await http.get(f"/api/v1/channels/{wired.channel_ids[0]}/breakers")
+                (breaker,) = resp.json()["data"]
+                return breaker
+
+            openai_upstream.fail_next(500, FAIL, times=3)
+            for _ in range(2):  # failures through the first only
+                assert (await post(first, wired.key)).status_code == 502
+            await asyncio.sleep(0.1)
+            assert (await console_breaker())["failures"] == 2
+            assert (await post(first, wired.key)).status_code == 502  # the third opens it
+            await asyncio.sleep(0.1)
+            breaker = await console_breaker()
+            assert breaker["state"] == "OPEN" and breaker["retryAfterSeconds"] > 0
+            assert breaker["openedAt"] is not None
+            metrics = (await http.get("/metrics")).text
+            assert f'modelgate_breaker_state{{endpoint="{endpoint}"}} 2.0' in metrics
+    finally:
+        await second.stop()
+        await first.stop()

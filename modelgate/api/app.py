@@ -83,8 +83,13 @@ def create_management_app(state: ManagementState) -> FastAPI:
     )
     app.state.mg = state
     app.state.sessions = SessionService(state.db, state.clock, state.session_ttl_seconds)
+    store = None
+    if state.redis is not None:
+        from modelgate.shared.login_failures import RedisFailureStore
+
+        store = RedisFailureStore(state.redis, state.clock)
     app.state.throttle = LoginThrottle(state.clock, state.login_max_failures, state.login_lock_seconds,
-                                       state.login_ip_max_failures)
+                                       state.login_ip_max_failures, store)
     app.state.catalog_service = CatalogService(state.catalog)
     app.state.stats_service = StatsService(state.db, state.catalog, state.clock)
     app.state.event_service = EventService(state.db)

@@ -15,6 +15,7 @@ from modelgate.storage.db import Database
 if TYPE_CHECKING:
     from modelgate.routing.breaker import BreakerRegistry
     from modelgate.services import Services
+    from modelgate.shared.redis_link import RedisLink
 
 
 # Runs a live health check of one channel. Raises GatewayError 404 for an unknown channel.
@@ -38,3 +39,4 @@ class ManagementState:
     login_max_failures: int = 5  # per username and address
     login_ip_max_failures: int = 20  # per address, whatever the usernames
     login_lock_seconds: float = 300.0
+    redis: RedisLink | None = None  # set: login throttles are counted for the whole deployment

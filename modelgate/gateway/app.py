@@ -87,7 +87,7 @@ class GatewayApp:
             if path == "/metrics":
                 if not self._metrics_allowed(scope):
                     return await send_error(send, errors.unauthorized("A metrics token is required"), new_trace_id())
-                body, content_type = metrics.render()
+                body, content_type = metrics.render(await self.runtime.breaker_view())
                 return await send_bytes(send, 200, body, new_trace_id(), content_type.encode())
         if not path.startswith(("/v1/", "/alt/")):
             return await (self.management or self._build_management())(scope, receive, send)
@@ -157,6 +157,7 @@ def management_app(runtime: Runtime) -> Any:
         catalog=load_catalog(runtime.settings.catalog_file),
         breakers=runtime.executor.breakers,
         health_check=runtime.checks.health_check,
+        redis=runtime.link,
     )
     routes: list[Any] = [Mount(API_PREFIX, app=create_management_app(state))]
     console = console_app()

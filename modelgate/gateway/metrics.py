@@ -6,8 +6,8 @@ id, `provider_kind` one of the registry's kinds, `error_type` a spec error code.
 
 With several workers each process writes its samples to PROMETHEUS_MULTIPROC_DIR
 (set by the server before it forks) and a scrape aggregates them all; the gauges
-read from the process (breaker states, call-log queue) are those of the worker
-that answers the scrape.
+read from the process (the call-log queue) are those of the worker that answers
+the scrape; breaker states are the deployment's when Redis holds them.
 """
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ class _RuntimeCollector:
 
     def __init__(self) -> None:
         self.runtime: Any = None  # a weak reference to the bound runtime
+        self.breakers: dict[str, Any] | None = None  # states read for this scrape (render's argument)
 
     def collect(self) -> Any:
         runtime = self.runtime() if self.runtime is not None else None
@@ -125,7 +126,8 @@ class _RuntimeCollector:
         breakers = GaugeMetricFamily("modelgate_breaker_state",
                                      "Circuit breaker per upstream endpoint: 0 closed, 1 half-open, 2 open",
                                      labels=["endpoint"])
-        for endpoint_id, status in sorted(runtime.executor.breakers.states().items()):
+        states = self.breakers if self.breakers is not None else runtime.executor.breakers.states()
+        for endpoint_id, status in sorted(states.items()):
             breakers.add_metric([endpoint_id], _BREAKER_CODES.get(status.state.value, 0))
         yield breakers
         yield GaugeMetricFamily("modelgate_call_log_queue_depth", "Call-log rows waiting to be written",
@@ -143,12 +145,17 @@ def bind(runtime: Any) -> None:
     _collector.runtime = weakref.ref(runtime)
 
 
-def render() -> tuple[bytes, str]:
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        from prometheus_client import multiprocess
+def render(breakers: dict[str, Any] | None = None) -> tuple[bytes, str]:
+    """The exposition; `breakers`: the breaker states to report (default: this process's)."""
+    _collector.breakers = breakers
+    try:
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            from prometheus_client import multiprocess
 
-        registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
-        registry.register(_collector)
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(), CONTENT_TYPE_LATEST
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(registry)
+            registry.register(_collector)
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(), CONTENT_TYPE_LATEST
+    finally:
+        _collector.breakers = None

@@ -233,6 +233,11 @@ class Runtime:
         checks["draining"] = "yes" if self.draining else "no"
         return ready and not self.draining, checks
 
+    async def breaker_view(self) -> dict[str, Any]:
+        """Breaker states of every routed endpoint, the deployment's when Redis holds them."""
+        ids = {e.id for routes in self.snapshot.routes_by_model.values() for r in routes for e in r.endpoints}
+        return await self.executor.breakers.view(sorted(ids))
+
     async def fetch(self, req: UpstreamRequest, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
         """One whole (non-streamed) upstream exchange within `timeout` seconds, with the
         per-attempt connect and first-byte limits; transport failures become typed errors."""

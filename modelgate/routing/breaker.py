@@ -287,3 +287,7 @@ class BreakerRegistry:
                 endpoint_id, breaker.state, failures, breaker.opened_wall, wait if wait > 0 else None
             )
         return out
+
+    async def view(self, endpoint_ids: list[str]) -> dict[str, BreakerStatus]:
+        """The states the console and /metrics show: this process's (the shared registry asks Redis)."""
+        return self.states()

@@ -101,33 +101,56 @@ class SessionService:
 
 
 class FailureStore(Protocol):
-    """Where the throttle keeps its counters: in memory here; a shared store (Redis) can take its place."""
+    """Where the throttle keeps its counters: one process's memory, or Redis for the deployment.
 
-    def get(self, key: str) -> tuple[int, datetime] | None: ...
+    A key's failures are forgiven `lock` after its last failure; a key at or over its limit
+    waits until then.
+    """
 
-    def put(self, key: str, count: int, last: datetime) -> None: ...
+    async def wait(self, checks: list[tuple[str, int]], lock: timedelta) -> float:
+        """Seconds until every (key, limit) of `checks` is below its limit again; 0 when it is now."""
+        ...
 
-    def delete(self, key: str) -> None: ...
+    async def fail(self, keys: list[str], lock: timedelta) -> None: ...
+
+    async def clear(self, key: str) -> None: ...
 
 
 class MemoryFailureStore:
     """Per process, bounded: a spray of usernames cannot grow it past `limit` entries."""
 
-    def __init__(self, limit: int = 100_000) -> None:
+    def __init__(self, clock: Callable[[], datetime], limit: int = 100_000) -> None:
+        self.clock = clock
         self.limit = limit
         self._entries: dict[str, tuple[int, datetime]] = {}
 
-    def get(self, key: str) -> tuple[int, datetime] | None:
-        return self._entries.get(key)
+    async def wait(self, checks: list[tuple[str, int]], lock: timedelta) -> float:
+        now = self.clock()
+        longest = 0.0
+        for key, limit in checks:
+            entry = self._entries.get(key)
+            if entry is None:
+                continue
+            left = (entry[1] + lock - now).total_seconds()
+            if left <= 0:
+                del self._entries[key]
+            elif entry[0] >= limit:
+                longest = max(longest, left)
+        return longest
 
-    def put(self, key: str, count: int, last: datetime) -> None:
-        self._entries[key] = (count, last)
+    async def fail(self, keys: list[str], lock: timedelta) -> None:
+        now = self.clock()
+        for key in keys:
+            count, last = self._entries.get(key) or (0, now)
+            if now - last > lock:  # old failures are forgiven
+                count = 0
+            self._entries[key] = (count + 1, now)
         if len(self._entries) > self.limit:
             oldest = sorted(self._entries.items(), key=lambda kv: kv[1][1])[: len(self._entries) // 2]
             for k, _ in oldest:
                 del self._entries[k]
 
-    def delete(self, key: str) -> None:
+    async def clear(self, key: str) -> None:
         self._entries.pop(key, None)
 
 
@@ -135,18 +158,16 @@ class LoginThrottle:
     """Locks a username+address pair after `max_failures` failed logins, and an address after
     `ip_max_failures` failures whatever the usernames (a spray of random names is throttled too).
 
-    In memory, per process, unless given a shared `store`: with several workers an attacker gets
-    at most the limits per worker per lock period, still far too few for guessing an
-    argon2-protected password.
+    Counted per process in memory, or for the whole deployment in a shared `store`
+    (modelgate.shared.login_failures, with Redis).
     """
 
     def __init__(self, clock: Callable[[], datetime], max_failures: int, lock_seconds: float,
                  ip_max_failures: int = 20, store: FailureStore | None = None) -> None:
-        self.clock = clock
         self.max_failures = max_failures
         self.ip_max_failures = ip_max_failures
         self.lock = timedelta(seconds=lock_seconds)
-        self.store: FailureStore = store if store is not None else MemoryFailureStore()
+        self.store: FailureStore = store if store is not None else MemoryFailureStore(clock)
 
     @staticmethod
     def _pair(username: str, ip: str | None) -> str:
@@ -156,29 +177,14 @@ class LoginThrottle:
     def _address(ip: str | None) -> str:
         return f"ip:{ip or ''}"
 
-    def _wait(self, key: str, limit: int) -> float:
-        entry = self.store.get(key)
-        if entry is None or entry[0] < limit:
-            return 0.0
-        left = (entry[1] + self.lock - self.clock()).total_seconds()
-        if left <= 0:
-            self.store.delete(key)
-            return 0.0
-        return left
-
-    def retry_after(self, username: str, ip: str | None) -> float:
+    async def retry_after(self, username: str, ip: str | None) -> float:
         """Seconds until this user and address may try again; 0 when they may now."""
-        return max(self._wait(self._pair(username, ip), self.max_failures),
-                   self._wait(self._address(ip), self.ip_max_failures))
+        return await self.store.wait([(self._pair(username, ip), self.max_failures),
+                                      (self._address(ip), self.ip_max_failures)], self.lock)
 
-    def failed(self, username: str, ip: str | None) -> None:
-        now = self.clock()
-        for key in (self._pair(username, ip), self._address(ip)):
-            count, last = self.store.get(key) or (0, now)
-            if now - last > self.lock:  # old failures are forgiven
-                count = 0
-            self.store.put(key, count + 1, now)
+    async def failed(self, username: str, ip: str | None) -> None:
+        await self.store.fail([self._pair(username, ip), self._address(ip)], self.lock)
 
-    def succeeded(self, username: str, ip: str | None) -> None:
+    async def succeeded(self, username: str, ip: str | None) -> None:
         # The address's count stays: a caller's own valid login must not reset a spray's counter.
-        self.store.delete(self._pair(username, ip))
+        await self.store.clear(self._pair(username, ip))

@@ -133,6 +133,20 @@ if redis.call('ZREM', KEYS[2], ARGV[1]) == 0 then return -1 end  -- its lease ex
 return redis.call('HINCRBY', KEYS[1], 'successes', 1)
 """
 
+# KEYS: state hashes. ARGV: recovery ms. Returns per key {state, opened ms, consecutive, ms until admitted}.
+_VIEW = _NOW + """
+local out = {}
+for i, key in ipairs(KEYS) do
+  local s = redis.call('HMGET', key, 'state', 'opened_ms', 'consecutive')
+  local state = s[1] or 'CLOSED'
+  local opened = tonumber(s[2] or '0')
+  local wait = 0
+  if state == 'OPEN' then wait = math.max(0, opened + tonumber(ARGV[1]) - now_ms) end
+  out[i] = {state, opened, tonumber(s[3] or '0'), wait}
+end
+return out
+"""
+
 # KEYS: state, calls, failures, trials. ARGV: the state it must be in ('' = any). Returns 1 if it closed.
 _CLOSE = """
 local state = redis.call('HGET', KEYS[1], 'state') or 'CLOSED'
@@ -160,6 +174,7 @@ class SharedBreakers:
         self._acquire = client.register_script(_ACQUIRE)
         self._trial_ok = client.register_script(_TRIAL_SUCCEEDED)
         self._close_script = client.register_script(_CLOSE)
+        self._view = client.register_script(_VIEW)
         self.channel = link.key(CHANNEL)
         self._open_until: dict[str, float] = {}  # endpoint -> monotonic time it may admit again
         self._half_open: set[str] = set()  # admission asks Redis for a trial lease
@@ -378,6 +393,23 @@ class SharedBreakers:
                 continue
             wait = self.retry_after(endpoint_id)
             out[endpoint_id] = BreakerStatus(endpoint_id, state, 0, None, wait if wait > 0 else None)
+        return out
+
+    async def view(self, endpoint_ids: list[str]) -> dict[str, BreakerStatus]:
+        """The deployment's state of these endpoints, as Redis holds it (every worker's and instance's
+        outcomes), for the console and /metrics; this process's view while Redis is away."""
+        if not endpoint_ids:
+            return {}
+        try:
+            rows = await self.link.run(lambda _: self._view(
+                keys=[self._keys(e)[0] for e in endpoint_ids], args=[int(self.settings.recovery_seconds * 1000)]))
+        except RedisUnavailable:
+            return self.states()
+        out = {}
+        for endpoint_id, (state, opened_ms, consecutive, wait_ms) in zip(endpoint_ids, rows):
+            out[endpoint_id] = BreakerStatus(endpoint_id, BreakerState(_text(state)), int(consecutive),
+                                             int(opened_ms) / 1000 if int(opened_ms) else None,
+                                             int(wait_ms) / 1000 if int(wait_ms) > 0 else None)
         return out
 
     async def close(self) -> None:

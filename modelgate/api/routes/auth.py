@@ -23,7 +23,7 @@ def _secure(request: Request, mg) -> bool:
 async def login(body: LoginIn, request: Request, mg: State) -> Response:
     throttle = deps.throttle(request)
     ip = deps.client_ip(request)
-    wait = throttle.retry_after(body.username, ip)
+    wait = await throttle.retry_after(body.username, ip)
 
     async def audit(status: int, user_id: int | None = None) -> None:
         await mg.services.audit.record(actor=body.username, user_id=user_id, via="login", action="POST /auth/login",
@@ -35,11 +35,11 @@ async def login(body: LoginIn, request: Request, mg: State) -> Response:
         raise rate_limited("Too many failed logins; try again later", wait)
     user = await mg.services.users.authenticate(body.username, body.password)
     if user is None:
-        throttle.failed(body.username, ip)
+        await throttle.failed(body.username, ip)
         await audit(401)
         raise unauthorized("Invalid username or password")
     await audit(200, user.id)
-    throttle.succeeded(body.username, ip)
+    await throttle.succeeded(body.username, ip)
     new = await deps.sessions(request).create(user.id)
     response = ok(request, SessionOut(user=UserOut.of(user), csrfToken=new.csrf_token, expiresAt=new.expires_at))
     response.set_cookie(

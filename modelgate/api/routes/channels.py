@@ -31,10 +31,12 @@ from modelgate.services.views import ChannelView, ProviderView
 router = APIRouter(prefix="/channels", tags=["channels"])
 
 
-def breakers_of(mg: ManagementState, provider: ProviderView) -> list[BreakerOut]:
-    states = mg.breakers.states() if mg.breakers is not None else {}
+async def breakers_of(mg: ManagementState, provider: ProviderView) -> list[BreakerOut]:
+    endpoints = endpoint_ids(provider)
+    # With Redis the deployment's state (every worker's outcomes), not only this worker's.
+    states = await mg.breakers.view([e for e, _ in endpoints]) if mg.breakers is not None else {}
     out = []
-    for endpoint_id, hint in endpoint_ids(provider):
+    for endpoint_id, hint in endpoints:
         status = states.get(endpoint_id)
         if mg.breakers is None:
             out.append(BreakerOut(endpointId=endpoint_id, keyHint=hint, state="UNKNOWN", failures=0, openedAt=None,
@@ -55,7 +57,7 @@ async def channel_out(mg: ManagementState, channel: ChannelView) -> ChannelOut:
         id=channel.id, name=channel.name, providerId=channel.provider_id, providerName=channel.provider_name,
         providerKind=channel.provider_kind, priority=channel.priority, weight=channel.weight,
         enabled=channel.enabled, models=[ModelInstanceOut.of(m) for m in channel.models],
-        breakers=breakers_of(mg, provider), createdAt=channel.created_at,
+        breakers=await breakers_of(mg, provider), createdAt=channel.created_at,
     )
 
 
@@ -67,7 +69,7 @@ async def list_channels(request: Request, admin: Admin, mg: State) -> Response:
         ChannelOut(
             id=c.id, name=c.name, providerId=c.provider_id, providerName=c.provider_name,
             providerKind=c.provider_kind, priority=c.priority, weight=c.weight, enabled=c.enabled,
-            models=[ModelInstanceOut.of(m) for m in c.models], breakers=breakers_of(mg, providers[c.provider_id]),
+            models=[ModelInstanceOut.of(m) for m in c.models], breakers=await breakers_of(mg, providers[c.provider_id]),
             createdAt=c.created_at,
         )
         for c in channels
@@ -131,7 +133,7 @@ async def remove_model(channel_id: Id, model_id: str, request: Request, admin: A
 @router.get("/{channel_id}/breakers", response_model=Envelope[list[BreakerOut]])
 async def channel_breakers(channel_id: Id, request: Request, admin: Admin, mg: State) -> Response:
     channel = await mg.services.channels.get(channel_id)
-    return ok(request, breakers_of(mg, await mg.services.providers.get(channel.provider_id)))
+    return ok(request, await breakers_of(mg, await mg.services.providers.get(channel.provider_id)))
 
 
 @router.post("/{channel_id}/breaker/recover", response_model=Envelope[RecoverOut],
