@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import ssl
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -35,18 +37,19 @@ def hello(stream: bool = False) -> ChatRequest:
 class LocalServer:
     """A loopback HTTP server for credential and API fakes."""
 
-    def __init__(self, routes: list[web.RouteDef]) -> None:
+    def __init__(self, routes: list[web.RouteDef], tls: ssl.SSLContext | None = None) -> None:
         self.app = web.Application()
         self.app.add_routes(routes)
         self.runner = web.AppRunner(self.app)
+        self.tls = tls
         self.url = ""
 
     async def __aenter__(self) -> "LocalServer":
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.tls)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -60,8 +63,12 @@ def aws_env(monkeypatch, tmp_path):
     """An environment with no AWS credentials of the machine: only what each test puts there."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                  "AWS_DEFAULT_PROFILE", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN"):
+                 "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                 "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                 "AWS_ROLE_SESSION_NAME", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL_SSO",
+                 "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # ~/.aws/sso/cache and friends
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
@@ -127,6 +134,170 @@ async def test_bedrock_container_credentials_are_refreshed_near_expiry(aws_env):
         fetched = len(served)
         await _signed_headers(long_lived)
         assert len(served) == fetched
+
+
+def _utc(seconds: float) -> str:
+    return (dt.datetime.now(dt.timezone.utc) + dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# AssumeRoleWithWebIdentity's answer in STS's query protocol (docs.aws.amazon.com/STS/latest/APIReference)
+STS_WEB_IDENTITY_ANSWER = """<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <AssumeRoleWithWebIdentityResult>
+    <SubjectFromWebIdentityToken>system:serviceaccount:ai:gateway</SubjectFromWebIdentityToken>
+    <AssumedRoleUser>
+      <Arn>arn:aws:sts::111122223333:assumed-role/bedrock-caller/gateway</Arn>
+      <AssumedRoleId>AROAEXAMPLE:gateway</AssumedRoleId>
+    </AssumedRoleUser>
+    <Credentials>
+      <AccessKeyId>{key}</AccessKeyId>
+      <SecretAccessKey>web-identity-secret</SecretAccessKey>
+      <SessionToken>{token}</SessionToken>
+      <Expiration>{expiry}</Expiration>
+    </Credentials>
+  </AssumeRoleWithWebIdentityResult>
+  <ResponseMetadata><RequestId>c6104cbe-af31-11e0-8154-cbc7ccf896c7</RequestId></ResponseMetadata>
+</AssumeRoleWithWebIdentityResponse>"""
+
+
+async def test_bedrock_web_identity_through_a_local_sts_is_renewed_before_expiry(aws_env, tmp_path):
+    """EKS IRSA: botocore exchanges the projected service-account token at STS (here a local STS
+    named by AWS_ENDPOINT_URL_STS) and renews the role credentials before they expire."""
+    calls: list[dict[str, str]] = []
+
+    async def sts(request: web.Request) -> web.Response:
+        calls.append({k: str(v) for k, v in (await request.post()).items()})
+        n = len(calls)
+        # 5 minutes: inside botocore's refresh window, so the next use renews them
+        return web.Response(text=STS_WEB_IDENTITY_ANSWER.format(key=f"ASIAWEBID{n}", token=f"web-tok{n}",
+                                                                 expiry=_utc(300)), content_type="text/xml")
+
+    async with LocalServer([web.post("/", sts)]) as server:
+        (tmp_path / "oidc-token").write_text("eyJhbGciOiJSUzI1NiJ9.projected.sa-token")
+        aws_env.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(tmp_path / "oidc-token"))
+        aws_env.setenv("AWS_ROLE_ARN", "arn:aws:iam::111122223333:role/bedrock-caller")
+        aws_env.setenv("AWS_ROLE_SESSION_NAME", "gateway")
+        aws_env.setenv("AWS_ENDPOINT_URL_STS", server.url)
+        aws_env.setenv("AWS_REGION", "us-east-1")
+        ep = endpoint("aws-bedrock", "https://bedrock-runtime.us-east-1.amazonaws.com", {"auth": "aws"})
+        first = await _signed_headers(ep)
+        second = await _signed_headers(ep)
+    assert calls[0]["Action"] == "AssumeRoleWithWebIdentity"
+    assert calls[0]["RoleArn"] == "arn:aws:iam::111122223333:role/bedrock-caller"
+    assert calls[0]["WebIdentityToken"] == "eyJhbGciOiJSUzI1NiJ9.projected.sa-token"
+    assert calls[0]["RoleSessionName"] == "gateway"
+    assert _credential_scope(first).startswith("ASIAWEBID1/") and first["x-amz-security-token"] == "web-tok1"
+    assert len(calls) == 2, "credentials that near expiry are renewed before the next request"
+    assert _credential_scope(second).startswith("ASIAWEBID2/") and second["x-amz-security-token"] == "web-tok2"
+
+
+async def test_bedrock_eks_pod_identity_reads_the_rotated_token_file(aws_env, tmp_path):
+    """EKS Pod Identity: container credentials with the authorization token in a file the kubelet
+    rotates (AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE); botocore reads it on every fetch."""
+    seen: list[str] = []
+
+    async def creds(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return web.json_response({"AccessKeyId": f"ASIAPODID{len(seen)}", "SecretAccessKey": "pod-secret",
+                                  "Token": "pod-tok", "AccountId": "111122223333", "Expiration": _utc(120)})
+
+    async with LocalServer([web.get("/v1/credentials", creds)]) as server:
+        token_file = tmp_path / "eks-pod-identity-token"
+        token_file.write_text("pod-identity-token-1")
+        aws_env.setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", server.url + "/v1/credentials")
+        aws_env.setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", str(token_file))
+        ep = endpoint("aws-bedrock", "https://bedrock-runtime.us-west-2.amazonaws.com", {"auth": "aws"})
+        first = await _signed_headers(ep)
+        fetched = len(seen)
+        token_file.write_text("pod-identity-token-2")  # rotated
+        second = await _signed_headers(ep)  # 2 minutes left: renewed first
+    assert set(seen[:fetched]) == {"pod-identity-token-1"} and seen[fetched:] == ["pod-identity-token-2"]
+    assert _credential_scope(first).startswith(f"ASIAPODID{fetched}/") and "/us-west-2/" in first["authorization"]
+    assert _credential_scope(second).startswith(f"ASIAPODID{fetched + 1}/")
+
+
+async def test_bedrock_ec2_instance_role_through_a_local_imds_v2(aws_env):
+    """EC2 instance role: botocore speaks IMDSv2 (a session token first, then the role name and
+    its credentials) to the endpoint AWS_EC2_METADATA_SERVICE_ENDPOINT names."""
+    requests: list[tuple[str, str, str]] = []
+
+    def record(request: web.Request) -> None:
+        requests.append((request.method, request.path, request.headers.get("X-aws-ec2-metadata-token", "")))
+
+    async def token(request: web.Request) -> web.Response:
+        record(request)
+        assert int(request.headers["X-aws-ec2-metadata-token-ttl-seconds"]) > 0
+        return web.Response(text="imds-session-token")
+
+    async def role(request: web.Request) -> web.Response:
+        record(request)
+        return web.Response(text="bedrock-instance-role")
+
+    async def role_creds(request: web.Request) -> web.Response:
+        record(request)
+        return web.json_response({"Code": "Success", "LastUpdated": _utc(0), "Type": "AWS-HMAC",
+                                  "AccessKeyId": "ASIAIMDSROLE", "SecretAccessKey": "imds-secret",
+                                  "Token": "imds-tok", "Expiration": _utc(6 * 3600)})
+
+    async with LocalServer([web.put("/latest/api/token", token),
+                            web.get("/latest/meta-data/iam/security-credentials/", role),
+                            web.get("/latest/meta-data/iam/security-credentials/bedrock-instance-role",
+                                    role_creds)]) as server:
+        aws_env.setenv("AWS_EC2_METADATA_DISABLED", "false")
+        aws_env.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", server.url + "/")
+        ep = endpoint("aws-bedrock", "https://bedrock-runtime.eu-central-1.amazonaws.com", {"auth": "aws"})
+        headers = await _signed_headers(ep)
+    assert requests[0][:2] == ("PUT", "/latest/api/token")
+    assert [r[1] for r in requests[1:]] == ["/latest/meta-data/iam/security-credentials/",
+                                            "/latest/meta-data/iam/security-credentials/bedrock-instance-role"]
+    assert all(r[2] == "imds-session-token" for r in requests[1:]), "IMDSv2: every read carries the token"
+    assert _credential_scope(headers).startswith("ASIAIMDSROLE/") and headers["x-amz-security-token"] == "imds-tok"
+
+
+async def test_bedrock_sso_profile_with_a_cached_sign_in(aws_env, tmp_path):
+    """IAM Identity Center: an `sso-session` profile whose sign-in (`aws sso login`) left a token
+    in ~/.aws/sso/cache; botocore trades it for role credentials at the SSO portal API (here a
+    local one named by AWS_ENDPOINT_URL_SSO). botocore fixes the cache folder from HOME when it
+    is imported, so the gateway's side runs in a process started with that HOME."""
+    import asyncio
+    import hashlib
+    import os
+    import sys
+
+    asked: list[tuple[dict[str, str], str]] = []
+
+    async def role_credentials(request: web.Request) -> web.Response:
+        asked.append((dict(request.query), request.headers.get("x-amz-sso_bearer_token", "")))
+        return web.json_response({"roleCredentials": {
+            "accessKeyId": "ASIASSOROLE", "secretAccessKey": "sso-secret", "sessionToken": "sso-tok",
+            "expiration": int((time.time() + 3600) * 1000)}})
+
+    (tmp_path / "config").write_text(
+        "[profile bedrock-sso]\nsso_session = corp\nsso_account_id = 111122223333\n"
+        "sso_role_name = BedrockInvoke\nregion = us-east-1\n\n"
+        "[sso-session corp]\nsso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\n"
+        "sso_registration_scopes = sso:account:access\n")
+    cache = tmp_path / ".aws" / "sso" / "cache"
+    cache.mkdir(parents=True)
+    (cache / (hashlib.sha1(b"corp").hexdigest() + ".json")).write_bytes(orjson.dumps({
+        "startUrl": "https://corp.awsapps.com/start", "region": "us-east-1", "accessToken": "sso-access-token",
+        "expiresAt": _utc(8 * 3600), "clientId": "client-1", "clientSecret": "client-secret",
+        "registrationExpiresAt": _utc(90 * 86400), "refreshToken": "refresh-1"}))
+    script = (
+        "import asyncio, json\n"
+        "from tests.test_provider_credentials import endpoint, _signed_headers\n"
+        "ep = endpoint('aws-bedrock', 'https://bedrock-runtime.us-east-1.amazonaws.com',"
+        " {'auth': 'aws', 'profile': 'bedrock-sso'})\n"
+        "print(json.dumps(asyncio.run(_signed_headers(ep))))\n")
+    async with LocalServer([web.get("/federation/credentials", role_credentials)]) as server:
+        aws_env.setenv("AWS_ENDPOINT_URL_SSO", server.url)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, env=dict(os.environ), cwd=str(Path(__file__).parent.parent),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    headers = orjson.loads(out.splitlines()[-1])
+    assert asked == [({"role_name": "BedrockInvoke", "account_id": "111122223333"}, "sso-access-token")]
+    assert _credential_scope(headers).startswith("ASIASSOROLE/") and headers["x-amz-security-token"] == "sso-tok"
 
 
 async def test_bedrock_without_any_aws_credentials_is_an_authentication_error(aws_env):
@@ -195,6 +366,103 @@ async def test_azure_entra_token_from_managed_identity_and_v1_api(azure_env):
     assert request.path == "/openai/v1/chat/completions" and "api-version" not in request.query
     assert KINDS["azure-openai"].adapter.models_request(ep).url == server.url + "/openai/v1/models"
     assert not KINDS["azure-openai"].needs_key({"auth": "entra"})
+
+
+def _azure_chat(seen: list[web.Request]) -> web.RouteDef:
+    async def chat(request: web.Request) -> web.Response:
+        seen.append(request)
+        body = await request.json()
+        return web.json_response({"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
+                                  "choices": [{"index": 0, "finish_reason": "stop",
+                                               "message": {"role": "assistant", "content": "hello"}}],
+                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+    return web.post("/openai/v1/chat/completions", chat)
+
+
+@pytest.fixture
+def entra_tls(azure_env, tmp_path):
+    """A TLS context for a local Microsoft Entra ID fake (azure-identity refuses authorities that
+    are not https), its CA trusted the way requests, under azure-core, is told to: REQUESTS_CA_BUNDLE."""
+    import trustme
+
+    ca = trustme.CA()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.cert_pem.write_to_path(str(tmp_path / "entra-ca.pem"))
+    azure_env.setenv("REQUESTS_CA_BUNDLE", str(tmp_path / "entra-ca.pem"))
+    return context
+
+
+def _entra_routes(grants: list[dict[str, str]]) -> list[web.RouteDef]:
+    """The two Entra ID endpoints MSAL uses for a confidential client: the tenant's OpenID
+    configuration and its v2.0 token endpoint (client credentials grant)."""
+    async def openid_configuration(request: web.Request) -> web.Response:
+        tenant, root = request.match_info["tenant"], f"{request.scheme}://{request.host}"
+        return web.json_response({
+            "token_endpoint": f"{root}/{tenant}/oauth2/v2.0/token",
+            "authorization_endpoint": f"{root}/{tenant}/oauth2/v2.0/authorize",
+            "issuer": f"{root}/{tenant}/v2.0"})
+
+    async def token(request: web.Request) -> web.Response:
+        grants.append({"tenant": request.match_info["tenant"],
+                       **{k: str(v) for k, v in (await request.post()).items()}})
+        return web.json_response({"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
+                                  "access_token": f"entra-access-token-{len(grants)}"})
+
+    return [web.get("/{tenant}/v2.0/.well-known/openid-configuration", openid_configuration),
+            web.post("/{tenant}/oauth2/v2.0/token", token)]
+
+
+async def _entra_call(ep: Endpoint) -> None:
+    adapter = KINDS["azure-openai"].adapter
+    await prepare(adapter, ep)
+    status, _, body = await send(adapter.build_request(hello(), "my-gpt-deployment", ep))
+    assert status == 200 and adapter.parse_response(body).parts == [TextPart("hello")]
+
+
+async def test_azure_entra_token_from_a_client_secret(entra_tls):
+    """ClientSecretCredential (tenant and client ids in the options, the secret as the provider's
+    key) against a local Entra ID over TLS, the authority given by the `authority_host` option."""
+    grants: list[dict[str, str]] = []
+    seen: list[web.Request] = []
+    async with LocalServer(_entra_routes(grants), entra_tls) as entra, LocalServer([_azure_chat(seen)]) as azure:
+        ep = endpoint("azure-openai", azure.url,
+                      {"auth": "entra", "api_version": "v1", "tenant_id": "72f988bf-86f1-41af-91ab-2d7cd011db47",
+                       "client_id": "0a4f7b1e-gateway", "authority_host": entra.url,
+                       "disable_instance_discovery": True},
+                      key="client-secret-value")
+        await _entra_call(ep)
+        await _entra_call(ep)
+    assert len(grants) == 1, "the token is kept until it nears expiry"
+    grant = grants[0]
+    assert grant["tenant"] == "72f988bf-86f1-41af-91ab-2d7cd011db47"
+    assert grant["grant_type"] == "client_credentials"
+    assert (grant["client_id"], grant["client_secret"]) == ("0a4f7b1e-gateway", "client-secret-value")
+    assert grant["scope"] == "https://cognitiveservices.azure.com/.default"
+    assert seen[-1].headers["Authorization"] == "Bearer entra-access-token-1" and "api-key" not in seen[-1].headers
+
+
+async def test_azure_entra_token_from_workload_identity(entra_tls, azure_env, tmp_path):
+    """AKS workload identity: the variables the webhook injects (AZURE_TENANT_ID, AZURE_CLIENT_ID,
+    AZURE_FEDERATED_TOKEN_FILE, AZURE_AUTHORITY_HOST) and the projected token file; azure-identity
+    sends the token as the client assertion."""
+    grants: list[dict[str, str]] = []
+    seen: list[web.Request] = []
+    (tmp_path / "azure-identity-token").write_text("eyJhbGciOiJSUzI1NiJ9.federated.sa-token")
+    async with LocalServer(_entra_routes(grants), entra_tls) as entra, LocalServer([_azure_chat(seen)]) as azure:
+        for name, value in {"AZURE_TENANT_ID": "contoso-tenant", "AZURE_CLIENT_ID": "workload-client-id",
+                            "AZURE_FEDERATED_TOKEN_FILE": str(tmp_path / "azure-identity-token"),
+                            "AZURE_AUTHORITY_HOST": entra.url}.items():
+            azure_env.setenv(name, value)
+        await _entra_call(endpoint("azure-openai", azure.url,
+                                   {"auth": "entra", "api_version": "v1", "disable_instance_discovery": True}))
+    assert len(grants) == 1
+    grant = grants[0]
+    assert grant["tenant"] == "contoso-tenant" and grant["client_id"] == "workload-client-id"
+    assert grant["grant_type"] == "client_credentials"
+    assert grant["client_assertion_type"] == "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+    assert grant["client_assertion"] == "eyJhbGciOiJSUzI1NiJ9.federated.sa-token"
+    assert seen[-1].headers["Authorization"] == "Bearer entra-access-token-1"
 
 
 def test_azure_key_auth_and_dated_api_unchanged():

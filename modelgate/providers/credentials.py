@@ -102,7 +102,9 @@ class AwsChain(CredentialSource[Any]):
 class AzureEntraToken(CredentialSource[Any]):
     """A Microsoft Entra ID token for Azure OpenAI: a client secret (tenant_id and client_id in the
     options, the secret as the provider's key), else DefaultAzureCredential (environment, workload
-    identity, managed identity, developer sign-ins)."""
+    identity, managed identity, developer sign-ins). `authority_host` selects a sovereign cloud's
+    Entra endpoint (else AZURE_AUTHORITY_HOST, else the public cloud); `disable_instance_discovery`
+    is for authorities Microsoft cannot validate (Azure Stack Hub, private clouds)."""
 
     def __init__(self, options: Mapping[str, Any], secret: str, clock: Callable[[], float] = time.time) -> None:
         super().__init__()
@@ -119,11 +121,16 @@ class AzureEntraToken(CredentialSource[Any]):
             from azure.identity import ClientSecretCredential, DefaultAzureCredential
 
             tenant, client = self.options.get("tenant_id"), self.options.get("client_id")
+            authority: dict[str, Any] = {}
+            if self.options.get("authority_host"):
+                authority["authority"] = str(self.options["authority_host"])
+            if self.options.get("disable_instance_discovery"):
+                authority["disable_instance_discovery"] = True
             if tenant and client and self._secret:
-                self._credential = ClientSecretCredential(str(tenant), str(client), self._secret)
+                self._credential = ClientSecretCredential(str(tenant), str(client), self._secret, **authority)
             else:
                 self._credential = DefaultAzureCredential(
-                    managed_identity_client_id=str(client) if client else None)
+                    managed_identity_client_id=str(client) if client else None, **authority)
         return self._credential.get_token(str(self.options.get("scope") or AZURE_SCOPE))
 
 
