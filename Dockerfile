@@ -31,6 +31,7 @@ ENV MODELGATE_ENV=production \
     MODELGATE_DATA_DIR=/var/lib/modelgate \
     SERVER_HOST=0.0.0.0 \
     SERVER_PORT=8080 \
+    SERVER_DRAIN_NOTICE_SECONDS=5 \
     PYTHONUNBUFFERED=1
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=20s \

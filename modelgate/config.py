@@ -129,6 +129,9 @@ class ServerSettings(BaseModel):
     workers: int = 1
     implementation: Literal["uvicorn", "granian"] = "uvicorn"
     drain_seconds: float = 30.0  # on shutdown, in-flight calls and streams get this long to finish
+    # After SIGTERM, /readyz answers 503 "draining" this long while the server still accepts, so a
+    # load balancer's health check takes the instance out before it stops listening (deploy/ sets 5).
+    drain_notice_seconds: float = Field(default=0.0, ge=0, le=600)
 
 
 class Settings(BaseModel):

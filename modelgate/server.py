@@ -107,12 +107,9 @@ def run(settings: Settings) -> None:
 
         workers.serve(settings)
         return
-    import uvicorn
+    from modelgate.workers import serve_one
 
-    from modelgate.workers import uvicorn_options
-
-    uvicorn.run("modelgate.gateway.app:create_app", host=server.host, port=server.port,
-                **uvicorn_options(settings))
+    serve_one(settings)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from types import FrameType
+
+import uvicorn
 
 from modelgate.config import Settings, load_settings
 from modelgate.logs import configure_logging
@@ -51,16 +55,43 @@ def uvicorn_options(settings: Settings) -> dict:
     )
 
 
+class NoticeServer(uvicorn.Server):
+    """uvicorn, except that SIGTERM first marks the process draining (/readyz answers 503) and keeps
+    accepting for `notice_seconds`, so a load balancer stops sending before the listener closes."""
+
+    def __init__(self, config: uvicorn.Config, notice_seconds: float) -> None:
+        super().__init__(config)
+        self.notice_seconds = notice_seconds
+        self._noticed = False
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        from modelgate.gateway.runtime import begin_drain
+
+        begin_drain()
+        if sig != signal.SIGTERM or self._noticed or self.notice_seconds <= 0:
+            return super().handle_exit(sig, frame)
+        self._noticed = True
+        log.info("draining: /readyz answers 503; closing the listener in %gs", self.notice_seconds)
+        timer = threading.Timer(self.notice_seconds, super().handle_exit, (sig, frame))
+        timer.daemon = True
+        timer.start()
+
+
+def serve_one(settings: Settings, sockets: list[socket.socket] | None = None) -> None:
+    """One uvicorn server in this process, with the readiness notice on SIGTERM."""
+    options = uvicorn_options(settings)
+    if sockets is None:
+        options.update(host=settings.server.host, port=settings.server.port)
+    config = uvicorn.Config("modelgate.gateway.app:create_app", **options)
+    NoticeServer(config, settings.server.drain_notice_seconds).run(sockets=sockets)
+
+
 def run_worker() -> None:
     """One worker: its own socket in the group, then uvicorn serving on it."""
-    import uvicorn
-
     settings = load_settings()
     configure_logging(settings.log_level)
     port = int(os.environ.get(PORT_ENV) or settings.server.port)
-    sock = reuseport_socket(settings.server.host, port)
-    config = uvicorn.Config("modelgate.gateway.app:create_app", **uvicorn_options(settings))
-    uvicorn.Server(config).run(sockets=[sock])
+    serve_one(settings, [reuseport_socket(settings.server.host, port)])
 
 
 def serve(settings: Settings) -> None:

@@ -72,7 +72,8 @@ def test_compose_runs_two_gateways_on_postgresql_and_redis_behind_a_load_balance
         settings = load_settings(environ=resolved)  # every variable is a known setting
         assert settings.gateway.trust_forwarded_for and settings.server.workers == 2
         grace = int(svc["stop_grace_period"].rstrip("s"))
-        assert grace > settings.server.drain_seconds
+        assert grace > settings.server.drain_notice_seconds + settings.server.drain_seconds
+        assert settings.server.drain_notice_seconds >= 4, "haproxy marks a draining gateway down in 2 × 2 s"
     haproxy = (ROOT / "deploy/haproxy.cfg").read_text()
     assert "option httpchk GET /readyz" in haproxy
     for name in gateways:

@@ -160,3 +160,43 @@ def test_several_workers_without_redis_warn_that_limits_are_per_worker(tmp_path)
     assert warning is not None and "per worker" in warning and "4 times its rate" in warning
     settings.redis_url = "redis://127.0.0.1:6379/0"
     assert shared_state_warning(settings) is None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_reports_draining_while_still_accepting_then_stops(tmp_path, workers):
+    """A load balancer must see /readyz fail before the listener closes (SERVER_DRAIN_NOTICE_SECONDS)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.test_server import clean_env, free_port
+
+    port = free_port()
+    env = clean_env(tmp_path, SERVER_PORT=str(port), SERVER_WORKERS=str(workers), SERVER_DRAIN_NOTICE_SECONDS="3",
+                    LOG_LEVEL="WARNING")
+    proc = subprocess.Popen([sys.executable, "-m", "modelgate.cli", "serve"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert time.monotonic() < deadline, "the gateway did not become ready"
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        time.sleep(0.3)
+        for _ in range(2 * workers):  # new connections: every worker answers, and says it drains
+            ready = httpx.get(f"{url}/readyz", timeout=2)
+            assert ready.status_code == 503 and ready.json()["checks"]["draining"] == "yes"
+            assert httpx.get(f"{url}/healthz", timeout=2).status_code == 200
+        assert time.monotonic() - signalled < 3, "checked within the notice"
+        assert proc.wait(timeout=30) in (0, -signal.SIGTERM)
+        assert time.monotonic() - signalled >= 3, "the listener stayed open for the notice"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

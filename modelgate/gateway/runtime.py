@@ -8,6 +8,7 @@ import logging
 import resource
 import socket
 import time
+import weakref
 from typing import Any, Mapping
 
 import aiohttp
@@ -96,8 +97,18 @@ def in_flight_allowed_by_open_files() -> int:
     return allowed
 
 
+_RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
+
+
+def begin_drain() -> None:
+    """Shutdown has begun (SIGTERM): /readyz answers "draining" from now on, while calls are still served."""
+    for runtime in _RUNTIMES:
+        runtime.draining = True
+
+
 class Runtime:
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
+        _RUNTIMES.add(self)
         self.settings = settings
         self.clock = clock
         self.snapshot = Snapshot()
