@@ -173,3 +173,120 @@ def test_cohere_stream_capture_payloads():
     end = events[-1]
     assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
     assert (end.usage.input_tokens, end.usage.output_tokens) == (21, 105)  # billed units
+
+
+# --- chat-completions kinds and the vendor's messages API (sources in captures/README.md) ------
+
+def _chunks_as_sse(name: str) -> bytes:
+    """Recorded chunk payloads (one JSON object a line, as the vercel/ai fixtures keep them)
+    framed the way those providers send them: SSE data events, then `data: [DONE]`."""
+    lines = [line for line in (CAPTURES / name).read_text().splitlines() if line.strip()]
+    return b"".join(b"data: " + line.encode() + b"\n\n" for line in lines) + b"data: [DONE]\n\n"
+
+
+def _kind_events(kind: str, body: bytes, seed: int) -> list:
+    from modelgate.providers.registry import KINDS
+
+    return decode_stream(KINDS[kind].adapter.stream_decoder(), body, seed=seed)
+
+
+def _text(events: list) -> str:
+    return "".join(e.text for e in events if isinstance(e, TextDelta))
+
+
+def _thinking(events: list) -> str:
+    return "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+
+
+def _calls(events: list) -> list[tuple[str, str, dict]]:
+    starts = [e for e in events if isinstance(e, ToolCallStart)]
+    return [(s.id, s.name, orjson.loads("".join(e.arguments for e in events
+                                                if isinstance(e, ToolCallDelta) and e.index == s.index)))
+            for s in starts]
+
+
+def test_openai_chat_stream_capture_with_a_tool_call():
+    # openai/openai-python .inline-snapshot/external/2018feb66ae1….bin, recorded from the API
+    from modelgate.protocols.ir import StreamStart
+
+    events = _kind_events("openai", (CAPTURES / "openai_chat_stream_tool_call.sse").read_bytes(), seed=7)
+    assert isinstance(events[0], StreamStart)
+    assert (events[0].id, events[0].model) == ("chatcmpl-ABfwERreu9s99xXsVuOWtIB2UOx62", "gpt-4o-2024-08-06")
+    assert _calls(events) == [("call_4XzlGBLtUe9dy3GVNV4jhq7h", "get_weather", {"city": "New York City"})]
+    assert _text(events) == ""
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (44, 16)  # the usage chunk after the finish
+
+
+def test_openai_chat_stream_capture_with_text_and_logprobs():
+    # openai/openai-python .inline-snapshot/external/83b060bae42e….bin
+    events = _kind_events("openai", (CAPTURES / "openai_chat_stream_text.sse").read_bytes(), seed=8)
+    assert _text(events) == "Foo!"
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (9, 2)
+
+
+def test_anthropic_messages_stream_capture_with_text_and_a_tool_use():
+    # anthropics/anthropic-sdk-python tests/lib/streaming/fixtures/tool_use_response.txt
+    from modelgate.protocols.ir import StreamStart
+
+    events = _kind_events("anthropic", (CAPTURES / "anthropic_messages_stream_tool_use.sse").read_bytes(), seed=9)
+    assert isinstance(events[0], StreamStart) and events[0].id == "msg_019Q1hrJbZG26Fb9BQhrkHEr"
+    assert events[0].model == "claude-sonnet-4-20250514" and events[0].usage.input_tokens == 377
+    assert _text(events) == "I'll check the current weather in Paris for you."
+    assert _calls(events) == [("toolu_01NRLabsLyVHZPKxbKvkfSMn", "get_weather", {"location": "Paris"})]
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (377, 65)
+
+
+def test_deepseek_reasoner_stream_capture_reasoning_then_a_tool_call():
+    # vercel/ai packages/deepseek/src/chat/__fixtures__/deepseek-tool-call.chunks.txt
+    events = _kind_events("deepseek", _chunks_as_sse("deepseek_stream_reasoning_tool_call.jsonl"), seed=10)
+    thinking = _thinking(events)
+    assert thinking.startswith("The user is") and "weather" in thinking
+    first_call = next(i for i, e in enumerate(events) if isinstance(e, ToolCallStart))
+    assert all(not isinstance(e, ThinkingDelta) for e in events[first_call:]), "reasoning precedes the call"
+    assert _calls(events) == [("call_00_ioIn7yN9p1ZOMNpDLwd4MgAF", "weather", {"location": "San Francisco"})]
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
+    # 320 of the 339 prompt tokens were read from DeepSeek's cache (prompt_cache_hit_tokens)
+    assert (end.usage.input_tokens, end.usage.output_tokens, end.usage.cache_read_tokens) == (339, 83, 320)
+
+
+def test_groq_stream_captures_tool_call_in_one_chunk_and_reasoning_field():
+    # vercel/ai packages/groq/src/__fixtures__/groq-tool-call.chunks.txt, groq-reasoning.chunks.txt (excerpt)
+    events = _kind_events("groq", _chunks_as_sse("groq_stream_tool_call.jsonl"), seed=11)
+    # Groq sends id, name and the whole arguments in one chunk; usage on the finish chunk
+    assert _calls(events) == [("tk85n1k4m", "weather", {})]
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (210, 15)
+
+    events = _kind_events("groq", _chunks_as_sse("groq_stream_reasoning_excerpt.jsonl"), seed=12)
+    assert _thinking(events).startswith("Okay, let me")
+    first_text = next(i for i, e in enumerate(events) if isinstance(e, TextDelta) and e.text)
+    assert all(not isinstance(e, ThinkingDelta) for e in events[first_text:])
+    assert _text(events).startswith("The word") and _text(events).endswith(" $\\boxed{3}$")
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (17, 1107)
+
+
+def test_mistral_stream_captures_magistral_thinking_chunks_and_a_bare_tool_call():
+    # vercel/ai packages/mistral/src/__fixtures__/mistral-reasoning.chunks.txt, mistral-tool-call.chunks.txt
+    events = _kind_events("mistral", _chunks_as_sse("mistral_stream_magistral_thinking.jsonl"), seed=13)
+    assert _thinking(events) == "The user is asking for 2+2. This is basic arithmetic. 2+2=4."
+    assert _text(events) == "2 + 2 = 4"
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "stop"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (10, 46)
+
+    # Mistral's tool call has no `index` and no `type`, and comes with the finish reason
+    events = _kind_events("mistral", _chunks_as_sse("mistral_stream_tool_call.jsonl"), seed=14)
+    assert _calls(events) == [("gSIMJiOkT", "weather", {"location": "San Francisco"})]
+    end = events[-1]
+    assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
+    assert (end.usage.input_tokens, end.usage.output_tokens) == (124, 22)
