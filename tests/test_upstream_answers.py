@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
+from modelgate.protocols.chat import ChatCodec
+from modelgate.protocols.messages import MessagesCodec
+from modelgate.protocols.responses import ResponsesCodec
 from modelgate.protocols.ir import StreamError
 from modelgate.providers.base import (
     Endpoint,
@@ -22,8 +25,10 @@ from modelgate.providers.base import (
     read_answer,
     read_models,
     read_native_answer,
+    stream_refusal,
 )
-from modelgate.providers.registry import KINDS
+from modelgate.providers.registry import KINDS, get_kind
+from tests.fakes.bedrock_upstream import event_frame
 
 ADAPTERS: dict = {}
 for _kind in KINDS.values():
@@ -85,6 +90,14 @@ def test_stream_decoder_raises_nothing_and_fails_typed(wire: str, data: st.DataO
     for event in events:
         if isinstance(event, StreamError):
             assert ErrorType(event.error_type)
+        else:  # what reaches the client's encoder has the IR's types
+            assert_well_typed(event)
+
+
+def assert_well_typed(event: object) -> None:
+    for name, kind in {"text": str, "arguments": str, "id": str, "name": str, "index": int}.items():
+        if hasattr(event, name):
+            assert type(getattr(event, name)) is kind, event
 
 
 @pytest.mark.parametrize("wire", WIRES)
@@ -128,6 +141,57 @@ def test_a_bad_chunk_ends_the_stream_with_a_typed_error(wire: str) -> None:
     events = decoder.feed(_frames(wire, [bad])) + decoder.close()
     assert any(isinstance(e, StreamError) for e in events)
     assert decoder.feed(b"more") == [] and decoder.close() == []
+
+
+def _bedrock(*events: tuple[str, object]) -> bytes:
+    return b"".join(event_frame({":event-type": name, ":content-type": "application/json",
+                                 ":message-type": "event"}, orjson.dumps(payload)) for name, payload in events)
+
+
+BEDROCK_START = ("messageStart", {"role": "assistant"})
+
+# A stream's first event, then a known event of the wrong shape or with a value of the wrong type:
+# each decoder must end the stream with the typed error, never skip it or pass it on.
+WRONG_SHAPES = [
+    ("openai-chat", _frames("openai-chat", [{"id": "c1", "choices": [{"index": 0, "delta": {"content": 5}}]}])),
+    ("openai-chat", _frames("openai-chat", [{"id": "c1", "choices": []}, [1, 2]])),
+    ("anthropic-messages", _frames("anthropic-messages", [
+        {"type": "message_start", "message": {"id": "m", "model": "x", "usage": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": 7}}])),
+    ("anthropic-messages", _frames("anthropic-messages", [
+        {"type": "message_start", "message": {"id": "m", "model": "x", "usage": {}}},
+        {"type": "content_block_delta", "index": 0, "delta": "oops"}])),
+    ("gemini", _frames("gemini", [{"candidates": [{"content": {"parts": [{"text": 3}]}}]}])),
+    ("cohere", _frames("cohere", [{"type": "message-start", "id": "x"},
+                                  {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": 5}}}}])),
+    ("ollama", _frames("ollama", [{"model": "x", "message": {"role": "assistant", "content": 5}, "done": False}])),
+    ("bedrock-converse", _bedrock(BEDROCK_START, ("contentBlockDelta", {"contentBlockIndex": 0, "delta": "oops"}))),
+    ("bedrock-converse", _bedrock(BEDROCK_START, ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": 5}}))),
+    ("bedrock-converse", _bedrock(BEDROCK_START, ("contentBlockDelta", {"delta": {"text": "no index"}}))),
+    ("bedrock-converse", _bedrock(BEDROCK_START, ("contentBlockDelta", [1, 2]))),
+    ("bedrock-converse", _bedrock(BEDROCK_START, ("messageStop", {"reason": "no stopReason"}))),
+]
+
+
+@pytest.mark.parametrize(("wire", "raw"), WRONG_SHAPES)
+def test_a_known_event_of_the_wrong_shape_ends_the_stream_typed(wire: str, raw: bytes) -> None:
+    decoder = GuardedDecoder(ADAPTERS[wire].stream_decoder())
+    events = decoder.feed(raw)
+    assert isinstance(events[-1], StreamError) and events[-1].error_type == "UPSTREAM_ERROR", events
+    for event in events[:-1]:
+        assert_well_typed(event)
+    assert decoder.close() == []
+
+
+def test_bedrock_skips_a_delta_member_it_does_not_convert() -> None:
+    # A union member the decoder has no IR form for (a citation) is no fault of the upstream.
+    decoder = GuardedDecoder(ADAPTERS["bedrock-converse"].stream_decoder())
+    events = decoder.feed(_bedrock(BEDROCK_START,
+                                   ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"citation": {"title": "t"}}}),
+                                   ("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": "hi"}, "p": "abcd"}),
+                                   ("messageStop", {"stopReason": "end_turn"})))
+    assert [type(e).__name__ for e in events] == ["StreamStart", "TextDelta"]
+    assert [type(e).__name__ for e in decoder.close()] == ["StreamEnd"]
 
 
 # --- 200 answers carrying an error body: classified like the HTTP error --------------------------
@@ -224,3 +288,108 @@ def test_framing_an_8_mb_event_looks_at_each_byte_once() -> None:
         assert parser.feed(chunk) == []
     assert searched == 512 * 16384
     assert len(parser.feed(b"\n\n")[0]) == 512 * 16384 + 2
+
+
+# --- pass-through: the taps and the Responses wire ------------------------------------------------
+
+CODECS = {"chat": ChatCodec(), "messages": MessagesCodec(), "responses": ResponsesCodec()}
+PASS_THROUGH = {"chat": ADAPTERS["openai-chat"], "messages": ADAPTERS["anthropic-messages"],
+                "responses": get_kind("openai").adapter_for("openai-responses")}
+EVENT_NAMES = st.none() | st.sampled_from(["error", "ping", "message_start", "message_delta", "message_stop",
+                                           "response.created", "response.completed", "response.failed",
+                                           "response.output_text.delta"])
+
+
+def _events(values: list) -> bytes:
+    return b"".join((b"event: " + name.encode() + b"\n" if name else b"") + b"data: " + orjson.dumps(v) + b"\n\n"
+                    for name, v in values)
+
+
+@pytest.mark.parametrize("protocol", sorted(CODECS))
+@FUZZ
+@given(data=st.data())
+def test_pass_through_taps_raise_only_the_typed_error(protocol: str, data: st.DataObject) -> None:
+    raw = data.draw(st.binary(max_size=300) | st.lists(st.tuples(EVENT_NAMES, json_values), max_size=4).map(_events))
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(raw)), max_size=4)))
+    tap = CODECS[protocol].native_stream_tap({"model": "client-model"})
+    start = 0
+    try:
+        for cut in [*cuts, len(raw)]:
+            assert isinstance(tap.filter(raw[start:cut]), bytes)
+            start = cut
+    except UpstreamError as err:
+        assert err.error_type is ErrorType.UPSTREAM_ERROR
+    if tap.error is not None:  # an upstream error event: classified like an error body
+        error = stream_refusal(PASS_THROUGH[protocol], tap.error, {}, ENDPOINT)
+        assert isinstance(error.error_type, ErrorType)
+    assert isinstance(tap.error_event("NETWORK_ERROR", "cut"), bytes)
+
+
+@FUZZ
+@given(body=st.binary(max_size=300) | json_values.map(orjson.dumps))
+def test_responses_pass_through_answers_raise_only_the_typed_error(body: bytes) -> None:
+    try:
+        read_native_answer(PASS_THROUGH["responses"], body, {}, ENDPOINT)
+    except UpstreamError as err:
+        assert isinstance(err.error_type, ErrorType)
+
+
+def test_a_responses_answer_of_the_wrong_shape_is_unreadable() -> None:
+    adapter = PASS_THROUGH["responses"]
+    with pytest.raises(UpstreamError) as caught:
+        read_native_answer(adapter, b'{"object": "unexpected", "result": 42}', {}, ENDPOINT)
+    assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
+    assert read_native_answer(adapter, b'{"id": "resp_1", "output": [], "error": null}', {}, ENDPOINT)
+
+
+def _responses(*events: dict) -> bytes:
+    return b"".join(b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
+
+
+CREATED = {"type": "response.created", "sequence_number": 0,
+           "response": {"id": "resp_1", "object": "response", "status": "in_progress", "model": "up", "output": []}}
+
+
+@pytest.mark.parametrize("garbage", [b"data: not json\n\n", b"event: response.output_text.delta\ndata: [1]\n\n",
+                                     b"event: response.completed\ndata: {\"type\": \"response.comp\n\n"])
+def test_a_responses_stream_with_an_unreadable_event_is_an_upstream_error(garbage: bytes) -> None:
+    tap = CODECS["responses"].native_stream_tap({"model": "m"})
+    tap.filter(_responses(CREATED))
+    with pytest.raises(UpstreamError) as caught:
+        tap.filter(garbage)
+    assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
+
+
+# The error event as the SDK types it (`openai.types.responses.ResponseErrorEvent`: code and message
+# at the top) and as the service sends it (nested in `error`, which the AI SDK also reads), and
+# `response.failed` (`response.error`: `ResponseError`).
+UPSTREAM_FAILURES = [
+    ({"type": "error", "code": "server_error", "message": "boom", "param": None, "sequence_number": 1},
+     ErrorType.UPSTREAM_ERROR),
+    ({"type": "error", "sequence_number": 1, "error": {"type": "tokens", "code": "rate_limit_exceeded",
+                                                       "message": "Rate limit reached", "param": None}},
+     ErrorType.RATE_LIMIT_ERROR),
+    ({"type": "response.failed", "sequence_number": 1, "response": {
+        **CREATED["response"], "status": "failed", "error": {"code": "server_error", "message": "The model failed"}}},
+     ErrorType.UPSTREAM_ERROR),
+    ({"type": "response.failed", "sequence_number": 1, "response": {
+        **CREATED["response"], "status": "failed", "error": {"code": "invalid_prompt", "message": "flagged"}}},
+     ErrorType.INVALID_REQUEST),
+]
+
+
+@pytest.mark.parametrize(("event", "kind"), UPSTREAM_FAILURES)
+def test_a_responses_upstream_failure_event_is_recognised_and_classified(event: dict, kind: ErrorType) -> None:
+    from openai.types.responses import ResponseError, ResponseErrorEvent
+
+    if event["type"] == "response.failed":  # the forms the SDK types are valid SDK objects
+        ResponseError.model_validate(event["response"]["error"])
+    elif "error" not in event:
+        ResponseErrorEvent.model_validate(event)
+    tap = CODECS["responses"].native_stream_tap({"model": "m"})
+    assert tap.filter(_responses(CREATED)) and tap.error is None
+    out = tap.filter(_responses(event))
+    assert out  # forwarded to the client as the upstream sent it (the model id aside)
+    assert tap.error is not None
+    error = stream_refusal(PASS_THROUGH["responses"], tap.error, {}, ENDPOINT)
+    assert error.error_type is kind

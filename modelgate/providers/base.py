@@ -16,7 +16,16 @@ from typing import Any, Iterable, Mapping, Protocol
 import orjson
 
 from modelgate.errors import ErrorType, UpstreamError, redact
-from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamError, StreamEvent
+from modelgate.protocols.ir import (
+    ChatRequest,
+    ChatResponse,
+    StreamError,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+)
 
 log = logging.getLogger("modelgate.providers")
 
@@ -124,6 +133,13 @@ _STATUS_OF_ERROR_NAME = {
     "not_found_error": 404, "request_too_large": 413, "rate_limit_error": 429, "api_error": 500,
     "overloaded_error": 529, "rate_limit_exceeded": 429, "insufficient_quota": 429,
     "model_not_found": 404, "invalid_api_key": 401, "server_error": 500,
+    # the Responses API's `response.error.code` for a response refused for its input
+    "invalid_prompt": 400, "invalid_image": 400, "invalid_image_format": 400, "invalid_base64_image": 400,
+    "invalid_image_url": 400, "image_too_large": 400, "image_too_small": 400, "image_parse_error": 400,
+    "image_content_policy_violation": 400, "invalid_image_mode": 400, "image_file_too_large": 400,
+    "unsupported_image_media_type": 400, "empty_image_file": 400, "failed_to_download_image": 400,
+    "image_file_not_found": 400, "bio_policy": 400, "data_residency_mismatch": 400,
+    "misalignment_policy_violation": 400, "vector_store_timeout": 504,
     # google.rpc `error.status` (Gemini)
     "INVALID_ARGUMENT": 400, "FAILED_PRECONDITION": 400, "UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403,
     "NOT_FOUND": 404, "RESOURCE_EXHAUSTED": 429, "INTERNAL": 500, "UNAVAILABLE": 503, "DEADLINE_EXCEEDED": 504,
@@ -238,7 +254,10 @@ class GuardedDecoder:
         if self._failed:
             return []
         try:
-            return self._inner.feed(chunk)
+            events = self._inner.feed(chunk)
+            for event in events:
+                _check_types(event)
+            return events
         except Exception as exc:
             return self._fail(exc)
 
@@ -246,7 +265,10 @@ class GuardedDecoder:
         if self._failed:
             return []
         try:
-            return self._inner.close()
+            events = self._inner.close()
+            for event in events:
+                _check_types(event)
+            return events
         except Exception as exc:
             return self._fail(exc)
 
@@ -254,6 +276,24 @@ class GuardedDecoder:
         self._failed = True
         err = exc if isinstance(exc, UpstreamError) else unreadable("stream event", exc)
         return [StreamError(err.error_type.value, err.message)]
+
+
+def _check_types(event: StreamEvent) -> None:
+    """A value of the wrong JSON type that a decoder copied into an event (`"text": 5`) is an
+    unreadable chunk here, not a crash of the client's encoder after the guard."""
+    kind = type(event)
+    if kind is TextDelta:
+        ok = type(event.text) is str
+    elif kind is ThinkingDelta:
+        ok = type(event.text) is str and (event.signature is None or type(event.signature) is str)
+    elif kind is ToolCallDelta:
+        ok = type(event.index) is int and type(event.arguments) is str
+    elif kind is ToolCallStart:
+        ok = type(event.index) is int and type(event.id) is str and type(event.name) is str
+    else:
+        return
+    if not ok:
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream sent a stream event with a value of the wrong type")
 
 
 def read_models(adapter: WireAdapter, body: bytes) -> list[str]:

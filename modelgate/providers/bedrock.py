@@ -53,6 +53,7 @@ from modelgate.protocols.ir import (
     ToolResult,
     Usage,
 )
+from modelgate.protocols.sse import unreadable_event
 from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
@@ -416,6 +417,8 @@ class BedrockStreamDecoder:
     def _on(self, headers: Mapping[str, Any], payload: bytes, out: list[StreamEvent]) -> None:
         kind = headers.get(":message-type")
         data = orjson.loads(payload) if payload else {}
+        if not isinstance(data, dict):
+            raise unreadable_event()
         if kind == "exception" or kind == "error":
             name = str(headers.get(":exception-type") or headers.get(":error-code") or "")
             name = name[:1].upper() + name[1:]  # stream exceptions are camelCase: throttlingException
@@ -434,7 +437,11 @@ class BedrockStreamDecoder:
                 index = self._tools[data.get("contentBlockIndex", 0)] = len(self._tools)
                 out.append(ToolCallStart(index, use.get("toolUseId", ""), use.get("name", "")))
         elif event == "contentBlockDelta":
-            delta = data.get("delta") or {}
+            # `delta` (a union: one member) and `contentBlockIndex` are required; a member this
+            # decoder does not convert (citation, image...) is skipped, a delta of no known shape is not.
+            delta = data.get("delta")
+            if not isinstance(delta, dict) or type(data.get("contentBlockIndex")) is not int:
+                raise unreadable_event()
             if "text" in delta:
                 if delta["text"]:
                     out.append(TextDelta(delta["text"]))
@@ -447,6 +454,8 @@ class BedrockStreamDecoder:
                 if reasoning.get("text") or reasoning.get("signature"):
                     out.append(ThinkingDelta(reasoning.get("text", ""), reasoning.get("signature")))
         elif event == "messageStop":
+            if not isinstance(data.get("stopReason"), str):  # required
+                raise unreadable_event()
             try:
                 self._stop = stop_reason(data.get("stopReason"))
             except UpstreamError as exc:

@@ -385,7 +385,7 @@ class OpenAIStreamDecoder:
             self._ended = True
             return
         if not isinstance(chunk, dict):
-            return
+            raise sse.unreadable_event()  # every chunk is an object; skipping one would lose its text
         if "error" in chunk:
             message, _, _ = error_fields(data.encode())
             events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, message))
@@ -406,6 +406,8 @@ class OpenAIStreamDecoder:
                 events.append(UsageUpdate(usage))
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
+            if not isinstance(delta.get("content"), (str, list, type(None))):
+                raise sse.unreadable_event()
             reasoning = reasoning_text(delta)
             if reasoning:
                 events.append(ThinkingDelta(reasoning))

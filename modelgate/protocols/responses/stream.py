@@ -242,13 +242,14 @@ class ResponsesStreamTap:
     `sequence_number` (so an error event the gateway adds after a cut continues the numbering).
     The few events that carry the response object are decoded to read usage and to answer
     with the model id the client asked for, never the upstream's name. Bytes are forwarded as
-    soon as the events they hold are complete.
+    soon as the events they hold are complete. An event whose data is not a JSON object is an
+    unreadable answer; the upstream's `error` event and `response.failed` are its failures,
+    reported like any other (`error` holds them in the OpenAI error-body form, for the classifier).
     """
 
-    # The NativeStreamTap attributes the relay reads (stop reason, upstream errors, progress):
-    # a Responses stream ends with its terminal event, so there is no end marker to add.
+    # The NativeStreamTap attributes the relay reads (stop reason, progress): a Responses stream
+    # ends with its terminal event (or `error`), so there is no end marker to add.
     stopped = False
-    error: bytes | None = None
     end_marker = b""
     after_error = b""
 
@@ -256,6 +257,7 @@ class ResponsesStreamTap:
         self.model = model
         self.usage: Usage | None = None
         self.finished = False
+        self.error: bytes | None = None
         self.events = 0  # events seen (keep-alive comments are no progress for the stall limit)
         self._parser = sse.SSEParser()
         self._next_seq = 0
@@ -263,23 +265,47 @@ class ResponsesStreamTap:
     def filter(self, chunk: bytes) -> bytes:
         raws = self._parser.feed_raw(chunk)
         for i, raw in enumerate(raws):
-            if not raw.startswith(b":"):
-                self.events += 1
+            if raw.startswith(b":"):
+                continue  # a comment (keep-alive)
+            if b"data: {" not in raw and b"data:{" not in raw:
+                raise sse.unreadable_event()
+            self.events += 1
             at = raw.find(b'"sequence_number":')
             if at >= 0:
                 digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()
                 if digits.isdigit():
                     self._next_seq = int(digits) + 1
-            if any(name in raw[:80] for name in _LIFECYCLE):
+            head = raw[:80]
+            if any(name in head for name in _LIFECYCLE):
                 raws[i] = self._lifecycle(raw)
+            elif head.startswith(b"event: error") or b'"type":"error"' in head or b'"type": "error"' in head:
+                self._read_error(raw)
         return b"".join(raws)
+
+    def _read_error(self, raw: bytes) -> None:
+        event = sse.parse_event(raw)
+        try:
+            payload = orjson.loads(event.data) if event is not None else None
+        except orjson.JSONDecodeError:
+            raise sse.unreadable_event() from None
+        if isinstance(payload, dict) and payload.get("type") == "error":
+            # The SDK's typed form has `code` and `message` at the top; the service nests them in `error`.
+            nested = payload.get("error")
+            self._failed(nested if isinstance(nested, dict) else payload)
+
+    def _failed(self, error: dict[str, Any]) -> None:
+        message = error.get("message")
+        self.error = orjson.dumps({"error": {
+            "message": message if isinstance(message, str) else "The upstream's response failed",
+            "type": error.get("type") if isinstance(error.get("type"), str) else None,
+            "code": error.get("code") if isinstance(error.get("code"), str) else None}})
 
     def _lifecycle(self, raw: bytes) -> bytes:
         event = sse.parse_event(raw)
         try:
             payload = orjson.loads(event.data) if event is not None else None
         except orjson.JSONDecodeError:
-            return raw
+            raise sse.unreadable_event() from None
         response = payload.get("response") if isinstance(payload, dict) else None
         if not isinstance(response, dict):
             return raw
@@ -287,6 +313,9 @@ class ResponsesStreamTap:
             self.finished = True
             if isinstance(response.get("usage"), dict):
                 self.usage = usage_from_vendor(response["usage"])
+            if payload["type"] == "response.failed":
+                error = response.get("error")
+                self._failed(error if isinstance(error, dict) else {})
         if response.get("model") == self.model:
             return raw
         response["model"] = self.model
