@@ -131,3 +131,39 @@ async def test_processes_and_workers_share_one_bucket_and_one_probe(deployment, 
     probes = sum(1 for r in openai_upstream.requests if r.path.endswith("/models")) - before
     assert 1 <= probes <= 5, f"{probes} model-list probes in 4 s from 3 worker processes"
     assert time.time() - probes_started < 120
+
+
+async def test_without_redis_postgresql_lets_one_process_run_the_probe(tmp_path, pg_url, openai_upstream):
+    """No REDIS_URL: a PostgreSQL advisory lock picks one leader; when it stops, another takes over."""
+    from tests.gateway_harness import GatewayHarness, harness_settings
+
+    settings = harness_settings(tmp_path, database_url=pg_url)
+    settings.gateway.lifecycle.probe_interval_seconds = 0.5
+    first = await GatewayHarness(settings).start()
+    second = await GatewayHarness(settings).start()
+    try:
+        await first.wire(openai_upstream.base_url, ["gpt-test"])
+        await second.runtime.refresh()
+
+        def probes() -> int:
+            return sum(1 for r in openai_upstream.requests if r.path.endswith("/models"))
+
+        before = probes()
+        await asyncio.sleep(2.0)  # 4 passes in each of the two processes
+        assert 1 <= probes() - before <= 5, f"{probes() - before} probes in 2 s at 0.5 s from 2 processes"
+        leaders = [h for h in (first, second) if h.runtime.schedule.leading]
+        assert len(leaders) == 1
+        follower = second if leaders[0] is first else first
+        await leaders[0].stop()  # closing its connection releases the lock
+        for _ in range(40):
+            if follower.runtime.schedule.leading:
+                break
+            await asyncio.sleep(0.1)
+        assert follower.runtime.schedule.leading, "the remaining process took the scheduled work over"
+        before = probes()
+        await asyncio.sleep(1.2)
+        assert probes() > before
+    finally:
+        for harness in (first, second):
+            if harness.server is not None and not harness.server.should_exit:
+                await harness.stop()

@@ -145,7 +145,7 @@ class Runtime:
             self.link = RedisLink(settings)
             self.config_version = ConfigVersion(self.link)
             self.limiter = RedisTokenBucketLimiter(self.link, settings.gateway.rate_limit, self.limiter)
-        self.schedule = Schedule(self.link)
+        self.schedule = Schedule(self.link, self.db)
         # Its own engine: short deadlines, and a pool that management queries cannot exhaust.
         self.writer_db = Database.from_settings(settings, timeout=settings.usage.db_timeout_seconds)
         self.writer = UsageWriter(self.writer_db, settings)
@@ -205,6 +205,7 @@ class Runtime:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.schedule.close()
         if self.shared_breakers is not None:
             await self.shared_breakers.close()
         await self.writer.stop()
