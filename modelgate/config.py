@@ -107,6 +107,8 @@ class UsageSettings(BaseModel):
     flush_interval_seconds: float = 0.5
     batch_size: int = 500
     db_timeout_seconds: float = 5.0  # connect, each statement, and the pool wait of the writer
+    # At shutdown the writer tries this long to write what is pending; the rest stays in the journal.
+    shutdown_flush_seconds: float = Field(default=10.0, gt=0, le=3600)
     max_pending_rows: int = 100_000  # per table, in memory; call rows beyond it wait in the journal
     journal: bool = True  # append accepted call rows to data_dir/call-journal before writing them
     journal_max_bytes: int = 1 << 30  # beyond it rows are kept in memory only

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 import uuid
 
 import pytest
@@ -65,6 +66,9 @@ HOSTILE = [
     {"client_ip": "\x00"},
     {"prompt_tokens": 2**70},  # past any integer column
     {"completion_tokens": -(2**40)},
+    {"cache_read_tokens": 2**70},  # upstream usage too: cached prompt tokens
+    {"cache_write_tokens": -(2**40)},
+    {"cache_read_tokens": "12"},
 ]
 
 
@@ -81,6 +85,7 @@ async def _hostile_rows_are_written(db: Database, settings: Settings) -> None:
         assert len(row.model) <= 128 and row.model.isprintable()
         assert row.client_ip is None or (len(row.client_ip) <= 64 and row.client_ip.isprintable())
         assert 0 <= row.prompt_tokens < 2**31 and 0 <= row.completion_tokens < 2**31
+        assert 0 <= row.cache_read_tokens < 2**31 and 0 <= row.cache_write_tokens < 2**31
     models = {r.model for r in rows}
     assert "bad\\x00model" in models and "line\\nforged INFO modelgate.gateway call" in models
     await writer.stop()
@@ -168,8 +173,8 @@ async def test_partitioned_postgresql_times_out_keeps_rows_and_recovers(pg_url, 
 
 async def test_stop_with_a_silent_database_returns_and_keeps_rows_for_the_next_start(pg_url, pg_proxy, tmp_path):
     url = pg_url.replace(":5432/", f":{pg_proxy.port}/")
-    settings = _settings(tmp_path, db_timeout_seconds=1.0)
-    db = Database.from_settings(Settings(database_url=url), timeout=1.0)
+    settings = _settings(tmp_path, db_timeout_seconds=5.0, shutdown_flush_seconds=1.0)
+    db = Database.from_settings(Settings(database_url=url), timeout=5.0)
     writer = UsageWriter(db, settings)
     writer.start()
     writer.record(_call(0))
@@ -177,7 +182,11 @@ async def test_stop_with_a_silent_database_returns_and_keeps_rows_for_the_next_s
     pg_proxy.blackhole()
     for i in range(1, 30):
         writer.record(_call(i))
+    started = time.monotonic()
     await asyncio.wait_for(writer.stop(), 30)
+    # Bounded by usage.shutdown_flush_seconds (1 s here) and the driver's 2 s close of the cut
+    # connection, not by the writer's 5 s deadlines.
+    assert time.monotonic() - started < 4.0
     await asyncio.wait_for(db.dispose(), 30)
     pg_proxy.restore()
     # The next process on the same data directory writes what the first one could not.

@@ -214,13 +214,19 @@ class Runtime:
             await asyncio.to_thread(self.tracer.shutdown)
         logs.flush()
         await self.http.close()
-        for db in (self.writer_db, self.db):
-            try:  # a silent database must not hold the shutdown
-                await asyncio.wait_for(db.dispose(), self.settings.usage.db_timeout_seconds)
-            except Exception as exc:
-                log.warning("closing database connections failed: %r", exc)
+        # A silent database or Redis must not hold the shutdown: after the writer's limit
+        # (usage.shutdown_flush_seconds) the rest takes at most usage.db_timeout_seconds.
+        closing = [self.writer_db.dispose(), self.db.dispose()]
         if self.link is not None:
-            await self.link.close()
+            closing.append(self.link.close())
+        limit = self.settings.usage.db_timeout_seconds
+        try:
+            async with asyncio.timeout(limit):
+                for result in await asyncio.gather(*closing, return_exceptions=True):
+                    if isinstance(result, Exception):
+                        log.warning("closing database or Redis connections failed: %r", result)
+        except TimeoutError:
+            log.warning("closing database or Redis connections took over %gs; left to the exit", limit)
 
     async def readiness(self) -> tuple[bool, dict[str, str]]:
         """For load balancers: ready = database reachable, snapshot loaded, not draining.

@@ -81,6 +81,12 @@ def sanitise(call: CallRecord) -> CallRecord:
     tokens = call.completion_tokens
     if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
         call.completion_tokens = _count(tokens)
+    tokens = call.cache_read_tokens
+    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
+        call.cache_read_tokens = _count(tokens)
+    tokens = call.cache_write_tokens
+    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
+        call.cache_write_tokens = _count(tokens)
     return call
 
 

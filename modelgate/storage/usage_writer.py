@@ -15,6 +15,8 @@ What can go wrong, and what the writer does:
 - More than `usage.max_pending_rows` rows wait in memory: the oldest leave memory but stay in the
   journal, and are written from it once the database is back. Rows that were in neither (journal
   off, full or failing) are lost and counted in `modelgate_call_log_rows_dropped_total`.
+- The process stops while the database is slow or gone: the last flush gives up after
+  `usage.shutdown_flush_seconds`; the rows stay in the journal and are written at the next start.
 - The process is killed: its journal is replayed by the next writer that starts on the same data
   directory. Call rows are written with ON CONFLICT (trace_id) DO NOTHING, so a replayed row that
   was already committed is not written twice.
@@ -136,6 +138,7 @@ class UsageWriter:
         self.batch_size = max(1, usage.batch_size)
         self.interval = usage.flush_interval_seconds
         self.timeout = usage.db_timeout_seconds
+        self.shutdown_seconds = usage.shutdown_flush_seconds
         limit = max(1, max_pending if max_pending is not None else usage.max_pending_rows)
         self._calls = _Queue(CallLog.__table__, limit)
         self._events = _Queue(ResilienceEvent.__table__, limit)
@@ -190,16 +193,21 @@ class UsageWriter:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="modelgate-usage-writer")
 
     async def stop(self) -> None:
-        """Stop the loop and make one bounded attempt to write everything still pending."""
+        """Stop the loop and try, for `usage.shutdown_flush_seconds` in all, to write everything still
+        pending. A write cut by that limit puts its rows back: they stay in the journal."""
         self._stopping = True
         self._wake.set()
-        if self._task is not None:
-            # Its write in progress is bounded by the database deadlines; past that it is cancelled
-            # (its rows go back to the queue).
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._task, self.timeout * 5)
-            self._task = None
-        await self.flush()
+        try:
+            async with asyncio.timeout(self.shutdown_seconds):
+                if self._task is not None:
+                    await self._task  # its write in progress; cancelled with it at the limit
+                await self.flush()
+        except (TimeoutError, asyncio.CancelledError) as exc:
+            if isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling():  # type: ignore[union-attr]
+                raise
+            log.error("usage writer: the database did not take the pending rows within %gs of shutdown",
+                      self.shutdown_seconds)
+        self._task = None
         unwritten = self.pending or self._journal_behind
         if self.journal is not None:
             self.journal.close(keep=bool(unwritten))
