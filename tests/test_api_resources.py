@@ -326,3 +326,44 @@ async def test_call_log_filters_and_paging(api: Env) -> None:
     one = (await c.get("/api/v1/call-logs?traceId=trace-3")).json()["data"]["items"]
     assert [(r["traceId"], r["totalTokens"]) for r in one] == [("trace-3", 4)]
     assert_envelope_error(await c.get("/api/v1/call-logs?limit=0"), 400, "VALIDATION_ERROR")
+
+
+async def test_call_log_cursor_pages_match_offset_pages_without_skipping_rows(api: Env) -> None:
+    """`beforeId` pages read any depth through the created_at index (no OFFSET scan), ties included."""
+    from datetime import timedelta
+
+    from sqlalchemy import event, text
+
+    writer = UsageWriter(api.state.db, api.state.settings)
+    for i in range(23):  # groups of three rows share a timestamp: the cursor must order ties by id
+        writer.record(CallRecord(trace_id=f"t-{i}", protocol="chat", model="m", status=200,
+                                 created_at=api.clock() + timedelta(seconds=i // 3)))
+    await writer.flush()
+    c = await as_admin(api)
+    by_offset = [r["traceId"] for off in range(0, 23, 5)
+                 for r in (await c.get(f"/api/v1/call-logs?limit=5&offset={off}")).json()["data"]["items"]]
+    statements: list[tuple[str, object]] = []
+    engine = api.state.db.engine.sync_engine
+    record = lambda conn, cursor, statement, params, *rest: statements.append((statement, params))  # noqa: E731
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        by_cursor, cursor, pages = [], None, 0
+        while True:
+            query = "/api/v1/call-logs?limit=5" + (f"&beforeId={cursor}" if cursor else "")
+            page = (await c.get(query)).json()["data"]
+            by_cursor += [r["traceId"] for r in page["items"]]
+            pages += 1
+            assert page["total"] == 23
+            cursor = page["nextBeforeId"]
+            assert (cursor is not None) == page["hasMore"]
+            if cursor is None:
+                break
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert by_cursor == by_offset and len(set(by_cursor)) == 23 and pages == 5
+    # A cursor page is a range search on the created_at index, not a scan that skips `offset` rows.
+    sql, params = next((s, p) for s, p in reversed(statements) if "ORDER BY" in s and "created_at <=" in s)
+    async with api.state.db.engine.connect() as conn:
+        plan = " ".join(str(row[-1]) for row in await conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params))
+    assert "USING INDEX ix_call_log_created_at (created_at<?)" in plan, plan
+    assert_envelope_error(await c.get("/api/v1/call-logs?beforeId=999999"), 400, "VALIDATION_ERROR")

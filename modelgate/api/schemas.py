@@ -432,6 +432,8 @@ class PageOut(BaseModel):
 class LogPageOut(PageOut):
     hasMore: bool = Field(description="more rows follow this page")
     totalExact: bool = Field(description="false when `total` stopped counting at its cap (10,000)")
+    nextBeforeId: int | None = Field(default=None, description="pass as `beforeId` for the next page "
+                                     "(a cursor: any depth at the cost of the first page); null on the last")
 
 
 class CallLogPage(LogPageOut):

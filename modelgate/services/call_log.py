@@ -35,6 +35,7 @@ class CallLogService:
         until: datetime | None = None,
         limit: int = 50,
         offset: int = 0,
+        before_id: int | None = None,
     ) -> Page:
         """Newest first. `since` is inclusive, `until` exclusive. Page.items are CallLogView.
 
@@ -56,7 +57,8 @@ class CallLogService:
         if until is not None:
             conditions.append(CallLog.created_at < self._bound(until))
         async with self.ctx.tx() as s:
-            return await newest_first(s, CallLog, conditions, CallLogView.of, limit, offset, MAX_PAGE)
+            return await newest_first(s, CallLog, conditions, CallLogView.of, limit, offset, MAX_PAGE,
+                                      before_id)
 
     def _bound(self, value: datetime) -> datetime:
         if self.ctx.db.is_sqlite:

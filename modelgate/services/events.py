@@ -47,6 +47,7 @@ class EventService:
         channel_id: int | None = None,
         limit: int = 50,
         offset: int = 0,
+        before_id: int | None = None,
     ) -> Page:
         """Newest first; Page.items are EventView."""
         conditions = []
@@ -58,4 +59,5 @@ class EventService:
         if channel_id is not None:
             conditions.append(ResilienceEvent.channel_id == channel_id)
         async with self.db.session() as s:
-            return await newest_first(s, ResilienceEvent, conditions, EventView.of, limit, offset, MAX_PAGE)
+            return await newest_first(s, ResilienceEvent, conditions, EventView.of, limit, offset, MAX_PAGE,
+                                      before_id)

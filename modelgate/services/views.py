@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
+from sqlalchemy import and_, func, or_, select
 
 from modelgate.errors import validation_error
 from modelgate.storage import models as m
@@ -204,6 +204,7 @@ class Page:
     offset: int
     has_more: bool = False  # rows follow this page
     total_exact: bool = True
+    next_before_id: int | None = None  # the cursor of the next page (`before_id`), when one follows
 
 
 # Counting every matching row of a large log table costs a scan of all of them on every page;
@@ -212,15 +213,30 @@ COUNT_CAP = 10_000
 
 
 async def newest_first(session: Any, record: Any, conditions: list[Any], view: Callable[[Any], Any],
-                       limit: int, offset: int, max_limit: int) -> Page:
-    """One page of a log table (call log, resilience events), newest first, with a bounded total."""
+                       limit: int, offset: int, max_limit: int, before_id: int | None = None) -> Page:
+    """One page of a log table (call log, resilience events), newest first, with a bounded total.
+
+    `before_id` (a keyset cursor: the rows after that row in this order) reads any page through the
+    created_at index at the cost of the first; `offset` skips rows one by one (kept for compatibility).
+    The total counts the rows matching the filters, whatever the cursor.
+    """
     if not 1 <= limit <= max_limit or offset < 0:
         raise validation_error(f"limit must be 1..{max_limit} and offset non-negative")
     matching = select(record.id).where(*conditions).limit(COUNT_CAP + 1).subquery()
     counted = int(await session.scalar(select(func.count()).select_from(matching)) or 0)
+    page_conditions = list(conditions)
+    if before_id is not None:
+        at = await session.scalar(select(record.created_at).where(record.id == before_id))
+        if at is None:
+            raise validation_error(f"beforeId {before_id} names no row (deleted by retention?); start again")
+        # Sargable on the created_at index; ties on the timestamp are ordered by id.
+        page_conditions += [record.created_at <= at,
+                            or_(record.created_at < at, and_(record.created_at == at, record.id < before_id))]
     rows = (await session.scalars(
-        select(record).where(*conditions).order_by(record.created_at.desc(), record.id.desc())
+        select(record).where(*page_conditions).order_by(record.created_at.desc(), record.id.desc())
         .limit(limit + 1).offset(offset)
     )).all()
+    has_more = len(rows) > limit
     return Page([view(r) for r in rows[:limit]], min(counted, COUNT_CAP), limit, offset,
-                has_more=len(rows) > limit, total_exact=counted <= COUNT_CAP)
+                has_more=has_more, total_exact=counted <= COUNT_CAP,
+                next_before_id=rows[limit - 1].id if has_more else None)

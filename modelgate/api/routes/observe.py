@@ -95,6 +95,7 @@ async def call_logs(
     keyId: Id | None = None, applicationId: Id | None = None, model: str | None = None,
     status: int | None = Query(default=None, ge=100, le=599), traceId: str | None = None, since: datetime | None = None,
     until: datetime | None = None, limit: int = Query(default=50, ge=1, le=1000), offset: int = Query(default=0, ge=0, le=INT32_MAX),
+    beforeId: Id | None = Query(default=None, description="the rows after this one (nextBeforeId of the last page)"),
 ) -> Response:
     allowed = await owned_application_ids(mg, session)
     service: CallLogService = mg.services.call_log
@@ -105,22 +106,24 @@ async def call_logs(
         if applicationId is not None:
             ids = [applicationId] if applicationId in ids else []
     page = await service.query(application_ids=ids, api_key_id=keyId, model=model, status=status, trace_id=traceId,
-                               since=since, until=until, limit=limit, offset=offset)
+                               since=since, until=until, limit=limit, offset=offset, before_id=beforeId)
     return ok(request, CallLogPage(items=[CallLogOut.of(r) for r in page.items], total=page.total,
                                    limit=page.limit, offset=page.offset, hasMore=page.has_more,
-                                   totalExact=page.total_exact))
+                                   totalExact=page.total_exact, nextBeforeId=page.next_before_id))
 
 
 @events_router.get("/events", response_model=Envelope[EventPage], summary="Failover / breaker events, newest first")
 async def events(
     request: Request, admin: Admin, mg: State, type: str | None = None, channelId: Id | None = None,
     limit: int = Query(default=50, ge=1, le=500), offset: int = Query(default=0, ge=0, le=INT32_MAX),
+    beforeId: Id | None = Query(default=None, description="the rows after this one (nextBeforeId of the last page)"),
 ) -> Response:
     service: EventService = request.app.state.event_service
-    page = await service.list(event_type=type, channel_id=channelId, limit=limit, offset=offset)
+    page = await service.list(event_type=type, channel_id=channelId, limit=limit, offset=offset, before_id=beforeId)
     return ok(request, EventPage(
         items=[EventOut(id=e.id, createdAt=e.created_at, type=e.event_type, traceId=e.trace_id,
                         channelId=e.channel_id, endpointId=e.endpoint, model=e.model, errorType=e.error_type,
                         detail=e.detail) for e in page.items],
         total=page.total, limit=page.limit, offset=page.offset, hasMore=page.has_more, totalExact=page.total_exact,
+        nextBeforeId=page.next_before_id,
     ))
