@@ -33,7 +33,7 @@ import orjson
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import targets  # noqa: E402
+from bench import procstats, targets  # noqa: E402
 from bench.targets import CHAT_BODY, Proc, Target  # noqa: E402
 from tests.fakes.tcp_proxy import TcpProxy  # noqa: E402
 
@@ -179,27 +179,37 @@ async def scenario(name: str, upstream: Target, log_dir: Path, seconds: float) -
 
 
 async def journal_cost(upstream: Target, log_dir: Path, seconds: float, rounds: int) -> dict[str, Any]:
-    """Closed-loop throughput with the journal on and off, interleaved rounds (one gateway each)."""
+    """Closed-loop throughput and the gateway's CPU per call with the journal on and off, in interleaved
+    rounds (one gateway each; which goes first alternates). CPU per call (utime + stime of the gateway
+    process) is the steadier figure on a shared machine."""
     gateways = {
         on: await asyncio.to_thread(_start, upstream, log_dir, f"journal-{on}", {"USAGE_JOURNAL": str(on).lower()})
         for on in (True, False)
     }
     rates: dict[bool, list[float]] = {True: [], False: []}
+    cpu_ms: dict[bool, list[float]] = {True: [], False: []}
     try:
-        for _ in range(rounds):
-            for on, target in gateways.items():
+        for i in range(rounds):
+            for on in ((True, False) if i % 2 == 0 else (False, True)):
+                target = gateways[on]
                 load = Load(target.url, target.info["api_key"])
+                cpu_before = procstats.cpu_seconds(target.proc.pid)
                 load.start()
                 await asyncio.sleep(seconds)
                 await load.stop()
+                cpu = procstats.cpu_seconds(target.proc.pid) - cpu_before
                 rates[on].append(len(load.answered) / seconds)
+                cpu_ms[on].append(round(cpu * 1000 / max(1, len(load.answered)), 4))
     finally:
         for target in gateways.values():
             target.stop()
     on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    cpu_on, cpu_off = statistics.median(cpu_ms[True]), statistics.median(cpu_ms[False])
     return {"calls_per_second_journal_on": rates[True], "calls_per_second_journal_off": rates[False],
             "median_on": round(on, 1), "median_off": round(off, 1),
-            "cost_percent": round((off - on) / off * 100, 1) if off else None}
+            "cost_percent": round((off - on) / off * 100, 1) if off else None,
+            "cpu_ms_per_call_journal_on": cpu_ms[True], "cpu_ms_per_call_journal_off": cpu_ms[False],
+            "cpu_cost_percent": round((cpu_on - cpu_off) / cpu_off * 100, 1) if cpu_off else None}
 
 
 async def main(argv: list[str] | None = None) -> int:

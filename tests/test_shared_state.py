@@ -329,3 +329,28 @@ async def test_console_and_metrics_show_the_deployments_breakers_not_the_answeri
     finally:
         await second.stop()
         await first.stop()
+
+
+async def test_concurrent_takes_share_round_trips_and_stay_within_the_bucket(prefix):
+    from modelgate.auth.ratelimit import RedisTokenBucketLimiter
+    from modelgate.config import RateLimitSettings, Settings
+    from modelgate.shared.redis_link import RedisLink
+
+    link = RedisLink(Settings(redis_url=REDIS_URL, redis_prefix=prefix, redis_timeout_seconds=2.0))
+    limiter = RedisTokenBucketLimiter(link, RateLimitSettings(capacity=5, refill_per_second=0.001))
+    round_trips = 0
+    run = link.run
+
+    async def counting(op):
+        nonlocal round_trips
+        round_trips += 1
+        return await run(op)
+
+    link.run = counting
+    try:
+        waits = await asyncio.gather(*(limiter.take(key, None, None) for key in [1] * 20 + [2] * 3))
+    finally:
+        await link.close()
+    assert waits[:5] == [0.0] * 5 and all(w > 0 for w in waits[5:20]), "in order, within the bucket"
+    assert waits[20:] == [0.0] * 3, "another key has its own bucket"
+    assert round_trips <= 2, f"{round_trips} round trips for 23 concurrent takes"

@@ -2,12 +2,13 @@
 
 With several gateway instances the bucket must be shared, or each instance
 would grant the full rate; `RedisTokenBucketLimiter` keeps it in Redis and
-updates it atomically with a Lua script (one round trip per call). While Redis
+updates it atomically with a Lua script (one round trip per batch of takes). While Redis
 is unreachable each process uses its own bucket (the link logs the change once).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Callable
 
@@ -43,50 +44,81 @@ class TokenBucketLimiter:
         return (1.0 - tokens) / rate if rate > 0 else 60.0
 
 
-# KEYS[1] bucket hash; ARGV: capacity, refill per second. Redis TIME keeps every instance on one clock.
+# KEYS: bucket hashes (one per take; a key may repeat). ARGV: capacity and refill per second of each take.
+# Returns the wait of each take ("0": allowed), applied in order. Redis TIME keeps every instance on one clock.
 _TAKE = """
-local capacity = tonumber(ARGV[1])
-local rate = tonumber(ARGV[2])
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
-local tokens = tonumber(state[1])
-local at = tonumber(state[2])
-if tokens == nil then
-  tokens = capacity
-  at = now
+local waits = {}
+for i, key in ipairs(KEYS) do
+  local capacity = tonumber(ARGV[2 * i - 1])
+  local rate = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', key, 'tokens', 'at')
+  local tokens = tonumber(state[1])
+  local at = tonumber(state[2])
+  if tokens == nil then
+    tokens = capacity
+    at = now
+  end
+  tokens = math.min(capacity, tokens + (now - at) * rate)
+  local wait = 0
+  if tokens >= 1 then
+    tokens = tokens - 1
+  elseif rate > 0 then
+    wait = (1 - tokens) / rate
+  else
+    wait = 60
+  end
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', tostring(now))
+  local ttl = 60
+  if rate > 0 then ttl = math.ceil(capacity / rate) + 60 end
+  redis.call('EXPIRE', key, ttl)
+  waits[i] = tostring(wait)
 end
-tokens = math.min(capacity, tokens + (now - at) * rate)
-local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-elseif rate > 0 then
-  wait = (1 - tokens) / rate
-else
-  wait = 60
-end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
-local ttl = 60
-if rate > 0 then ttl = math.ceil(capacity / rate) + 60 end
-redis.call('EXPIRE', KEYS[1], ttl)
-return tostring(wait)
+return waits
 """
 
 
 class RedisTokenBucketLimiter:
+    """Takes from the shared buckets in batches: the takes of calls that arrive while a script is in
+    flight wait and go together in the next one, so under load a worker makes one round trip for
+    many calls (and at most one is in flight), each take still applied atomically and in order."""
+
     def __init__(self, link: RedisLink, defaults: RateLimitSettings, local: TokenBucketLimiter | None = None) -> None:
         self._defaults = defaults
         self._link = link
         self._prefix = link.key("bucket", "")
         self._script = link.client.register_script(_TAKE)
         self._local = local or TokenBucketLimiter(defaults)
+        self._waiting: list[tuple[int, float, float, asyncio.Future[float]]] = []
+        self._sender: asyncio.Task[None] | None = None
 
     async def take(self, key_id: int, capacity: float | None, refill_per_second: float | None) -> float:
         capacity = capacity if capacity is not None else self._defaults.capacity
         rate = refill_per_second if refill_per_second is not None else self._defaults.refill_per_second
+        future: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiting.append((key_id, capacity, rate, future))
+        if self._sender is None:
+            self._sender = asyncio.get_running_loop().create_task(self._send())
+        return await future
+
+    async def _send(self) -> None:
         try:
-            wait = await self._link.run(
-                lambda _: self._script(keys=[f"{self._prefix}{key_id}"], args=[capacity, rate]))
-        except RedisUnavailable:
-            return await self._local.take(key_id, capacity, refill_per_second)
-        return float(wait)
+            while self._waiting:
+                batch, self._waiting = self._waiting, []
+                try:
+                    waits = await self._link.run(lambda _: self._script(
+                        keys=[f"{self._prefix}{key_id}" for key_id, _, _, _ in batch],
+                        args=[v for _, capacity, rate, _ in batch for v in (capacity, rate)]))
+                except RedisUnavailable:
+                    waits = [await self._local.take(key_id, capacity, rate) for key_id, capacity, rate, _ in batch]
+                except BaseException as exc:  # cancelled at shutdown: its callers must not wait for ever
+                    for *_, future in batch:
+                        if not future.done():
+                            future.cancel() if isinstance(exc, asyncio.CancelledError) else future.set_exception(exc)
+                    raise
+                for (*_, future), wait in zip(batch, waits):
+                    if not future.done():  # its call may have been cancelled meanwhile
+                        future.set_result(float(wait))
+        finally:
+            self._sender = None
