@@ -60,7 +60,8 @@ for i, key in ipairs(KEYS) do
     tokens = capacity
     at = now
   end
-  tokens = math.min(capacity, tokens + (now - at) * rate)
+  -- never negative: a stored time rounded up must not take tokens away
+  tokens = math.min(capacity, tokens + math.max(0, now - at) * rate)
   local wait = 0
   if tokens >= 1 then
     tokens = tokens - 1
@@ -69,7 +70,7 @@ for i, key in ipairs(KEYS) do
   else
     wait = 60
   end
-  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', tostring(now))
+  redis.call('HSET', key, 'tokens', tostring(tokens), 'at', string.format('%.6f', now))
   local ttl = 60
   if rate > 0 then ttl = math.ceil(capacity / rate) + 60 end
   redis.call('EXPIRE', key, ttl)
