@@ -164,6 +164,10 @@ async def test_provider_kinds_and_crud_never_leak_upstream_key(api: Env) -> None
     assert {"openai", "openai-compatible", "mock"} <= kinds and kinds == set(KINDS)
     # kinds without a default base URL tell the admin what to enter
     assert all(k["baseUrlNote"] for k in listed if k["defaultBaseUrl"] is None)
+    # the options each kind reads, and the auth values that need no stored key (console form)
+    by_kind = {k["kind"]: k for k in listed}
+    assert {"num_ctx", "keep_alive", "think"} <= set(by_kind["ollama"]["options"])
+    assert by_kind["aws-bedrock"]["keylessAuth"] == ["aws"] and by_kind["openai"]["options"] == []
     provider, _ = await _provider_and_channel(c)
     assert provider["keys"][0]["hint"] == UPSTREAM_SECRET[-4:]
     for path in ("/api/v1/providers", f"/api/v1/providers/{provider['id']}", "/api/v1/channels"):

@@ -280,3 +280,47 @@ async def test_narrow_phone_screen_stays_usable(page, gateway, shots):
     await trace.scroll_into_view_if_needed()
     await expect(trace).to_be_in_viewport()
     await page.screenshot(path=str(shots / "phone-call-log.png"))
+
+
+async def test_add_provider_with_kind_options_and_a_keyless_cloud_identity(page, gateway, shots):
+    """The add form takes the provider options, names those the chosen kind reads, and needs no
+    key when `auth` names a cloud identity chain."""
+    await sign_in(page)
+    await open_page(page, "Providers & channels", "Providers & channels")
+    await page.get_by_role("button", name="Add provider").first.click()
+    dialog = page.get_by_role("dialog", name="Add provider")
+    await dialog.locator("select[name=kind]").select_option("ollama")
+    options = dialog.get_by_label("Options (JSON)")
+    hint = page.locator(f"#{await options.get_attribute('aria-describedby')}")
+    for name in ("num_ctx", "keep_alive", "think"):
+        await expect(hint).to_contain_text(name)
+    await dialog.get_by_label("Name").fill("local-ollama")
+    await options.fill('{"num_ctx": 32768, "keep_alive": "30m", "think": false}')
+    await dialog.get_by_role("button", name="Add provider").click()
+    await expect(dialog).to_be_hidden()
+    provider = await gateway.services.providers.get("local-ollama")
+    assert provider.options == {"num_ctx": 32768, "keep_alive": "30m", "think": False}
+
+    await page.get_by_role("button", name="Add provider").first.click()
+    dialog = page.get_by_role("dialog", name="Add provider")
+    await dialog.locator("select[name=kind]").select_option("aws-bedrock")
+    await dialog.get_by_label("Name").fill("bedrock-irsa")
+    key = dialog.get_by_label("Upstream API key")
+    await expect(key).to_have_attribute("required", "")
+    await dialog.get_by_label("Options (JSON)").fill('{"auth": "aws", "region": "eu-west-1"}')
+    await expect(key).not_to_have_attribute("required", "")
+    await page.screenshot(path=str(shots / "provider-add-options.png"))
+    await dialog.get_by_role("button", name="Add provider").click()
+    await expect(dialog).to_be_hidden()
+    provider = await gateway.services.providers.get("bedrock-irsa")
+    assert provider.options == {"auth": "aws", "region": "eu-west-1"} and provider.keys == []
+
+    # options that are not a JSON object are refused in the form, nothing is created
+    await page.get_by_role("button", name="Add provider").first.click()
+    dialog = page.get_by_role("dialog", name="Add provider")
+    await dialog.locator("select[name=kind]").select_option("ollama")
+    await dialog.get_by_label("Name").fill("bad-options")
+    await dialog.get_by_label("Options (JSON)").fill('["num_ctx"]')
+    await dialog.get_by_role("button", name="Add provider").click()
+    await expect(dialog).to_contain_text("Options must be a JSON object")
+    assert "bad-options" not in [p.name for p in await gateway.services.providers.list()]

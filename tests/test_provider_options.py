@@ -198,3 +198,23 @@ def test_gemini_thinking_config_from_provider_options(kind, key):
     config = sent(kind, hello(), options, model="gemini-2.5-flash", key=key)["generationConfig"]
     assert config["thinkingConfig"] == {"thinkingBudget": 1024, "includeThoughts": True}
     types.GenerationConfig.model_validate(config)
+
+
+def test_the_options_each_kind_reads_are_the_documented_ones():
+    """The kinds endpoint (and so the console's options field) names the options a kind reads;
+    docs/providers.md "Provider options" documents the same set for every kind."""
+    import re
+    from pathlib import Path
+
+    from modelgate.providers.registry import KINDS
+
+    text = (Path(__file__).parent.parent / "docs" / "providers.md").read_text()
+    table = text.split("## Provider options", 1)[1].split("\n## ", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for row in table.splitlines():
+        cells = [c.strip() for c in row.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        for kind in re.findall(r"`([a-z0-9-]+)`", cells[0]):
+            documented.setdefault(kind, set()).update(re.findall(r"`([a-z_]+)", cells[1]))
+    assert documented == {k.name: set(k.option_names) for k in KINDS.values() if k.option_names}

@@ -188,6 +188,9 @@ class ProviderKindOut(BaseModel):
     baseUrlNote: str = Field("", description="what to enter as base URL where there is no default or it varies")
     docsUrl: str
     keyRequired: bool
+    keylessAuth: list[str] = Field(default_factory=list,
+                                   description="options.auth values that need no stored key (cloud identity chains)")
+    options: list[str] = Field(default_factory=list, description="provider options the kind reads")
 
 
 class ProviderKeyOut(BaseModel):

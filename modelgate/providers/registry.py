@@ -19,7 +19,10 @@ from modelgate.providers.bedrock import BedrockAdapter
 from modelgate.providers.cohere import CohereAdapter
 from modelgate.providers.gemini import GeminiAdapter
 from modelgate.providers.mock import DISPLAY_BASE_URL as MOCK_BASE_URL
+from modelgate.providers.mock import OPTION_NAMES as MOCK_OPTIONS
 from modelgate.providers.mock import MockAdapter
+from modelgate.providers.ollama import MODEL_OPTIONS as OLLAMA_MODEL_OPTIONS
+from modelgate.providers.ollama import TOP_LEVEL_OPTIONS as OLLAMA_TOP_LEVEL_OPTIONS
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter, OpenAIPlatformAdapter
 from modelgate.providers.openai_compat import CompatChatAdapter, minimax_sampling, mistral_tool_id, zhipu_sampling
@@ -37,6 +40,7 @@ class ProviderKind:
     key_required: bool = True
     base_url_note: str = ""  # what to enter as base URL (why there is no default, or regional variants)
     keyless_auth: tuple[str, ...] = ()  # `options.auth` values that need no stored key (cloud identity)
+    options: tuple[str, ...] = ()  # provider-record options the kind reads (besides its adapter's body options)
     # Further client wires the provider speaks natively (the Responses API of openai and azure-openai):
     # clients of those protocols are passed through instead of converted.
     pass_through: tuple[PassThroughAdapter, ...] = ()
@@ -51,6 +55,12 @@ class ProviderKind:
     def needs_key(self, options: Mapping[str, Any]) -> bool:
         return self.key_required and options.get("auth") not in self.keyless_auth
 
+    @property
+    def option_names(self) -> tuple[str, ...]:
+        """Every provider-record option this kind acts on (the console lists them; docs/providers.md
+        "Provider options" documents each)."""
+        return self.options + tuple(getattr(self.adapter, "body_options", ()))
+
 
 _openai_chat = OpenAIChatAdapter()
 _azure = AzureOpenAIAdapter()
@@ -61,6 +71,7 @@ _RATE = ErrorType.RATE_LIMIT_ERROR
 _INVALID = ErrorType.INVALID_REQUEST
 _AUTH = ErrorType.AUTHENTICATION_ERROR
 _UPSTREAM = ErrorType.UPSTREAM_ERROR
+_GEMINI_THINKING = ("thinking_budget", "thinking_level", "include_thoughts")
 
 KINDS: dict[str, ProviderKind] = {
     kind.name: kind
@@ -76,23 +87,26 @@ KINDS: dict[str, ProviderKind] = {
                      base_url_note="the resource endpoint, https://{resource}.openai.azure.com; "
                                    "model names are deployment names; options.api_version (\"v1\": the v1 API); "
                                    "options.auth \"entra\": Microsoft Entra ID instead of the resource key",
-                     keyless_auth=("entra",), pass_through=(ResponsesPassThrough(_azure, azure_url),)),
+                     keyless_auth=("entra",), pass_through=(ResponsesPassThrough(_azure, azure_url),),
+                     options=("api_version", "auth", "tenant_id", "client_id", "scope", "authority_host",
+                              "disable_instance_discovery")),
         ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",
                      "https://docs.anthropic.com/en/api/messages"),
         ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",
-                     "https://ai.google.dev/api/generate-content"),
+                     "https://ai.google.dev/api/generate-content", options=_GEMINI_THINKING),
         ProviderKind("vertex-ai", "Google Cloud Vertex AI", VertexAdapter(), "https://aiplatform.googleapis.com",
                      "https://cloud.google.com/vertex-ai/generative-ai/docs/model-reference/inference",
                      key_required=False,
                      base_url_note="key: a service-account key file's JSON, or none for application-default "
                                    "credentials; options.project, options.location (default global); "
-                                   "claude-* models go to the anthropic publisher"),
+                                   "claude-* models go to the anthropic publisher",
+                     options=("project", "location", *_GEMINI_THINKING)),
         ProviderKind("aws-bedrock", "AWS Bedrock", BedrockAdapter(), "https://bedrock-runtime.us-east-1.amazonaws.com",
                      "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html",
                      base_url_note="https://bedrock-runtime.{region}.amazonaws.com (the signing region is taken "
                                    "from it, or options.region); key ACCESS_KEY_ID:SECRET_ACCESS_KEY[:SESSION_TOKEN] "
                                    "or a Bedrock API key, or options.auth \"aws\" for the AWS credential chain",
-                     keyless_auth=("aws",)),
+                     keyless_auth=("aws",), options=("region", "auth", "profile", "additional_model_request_fields")),
         ProviderKind("cohere", "Cohere", CohereAdapter(), "https://api.cohere.com",
                      "https://docs.cohere.com/reference/chat"),
         ProviderKind("mistral", "Mistral AI",
@@ -167,14 +181,16 @@ KINDS: dict[str, ProviderKind] = {
                      "https://api.minimax.io/v1", "https://platform.minimax.io/docs/api-reference/text-openai-api",
                      base_url_note="mainland China: https://api.minimaxi.com/v1"),
         ProviderKind("ollama", "Ollama", OllamaAdapter(), "http://localhost:11434",
-                     "https://github.com/ollama/ollama/blob/main/docs/api.md", key_required=False),
+                     "https://github.com/ollama/ollama/blob/main/docs/api.md", key_required=False,
+                     options=OLLAMA_MODEL_OPTIONS + OLLAMA_TOP_LEVEL_OPTIONS),
         ProviderKind("vllm", "vLLM", _openai_chat, None,
                      "https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html", key_required=False,
                      base_url_note="self-hosted: the server's base, e.g. http://host:8000/v1"),
         ProviderKind("mock", "Mock (built in, no key)", MockAdapter(), MOCK_BASE_URL,
                      "https://github.com/modelgate/modelgate/blob/main/docs/providers.md#mock", key_required=False,
                      base_url_note="answered inside the gateway; the base URL is not contacted. Options: "
-                                   "latency_ms, chunk_delay_ms, error_status, error_every, error_message"),
+                                   "latency_ms, chunk_delay_ms, error_status, error_every, error_message",
+                     options=tuple(sorted(MOCK_OPTIONS))),
     )
 }
 

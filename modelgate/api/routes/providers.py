@@ -26,7 +26,8 @@ async def kinds(request: Request, admin: Admin) -> Response:
 
     return ok(request, [
         ProviderKindOut(kind=k.name, label=k.label, defaultBaseUrl=k.default_base_url, baseUrlNote=k.base_url_note,
-                        docsUrl=k.docs_url, keyRequired=k.key_required)
+                        docsUrl=k.docs_url, keyRequired=k.key_required, keylessAuth=list(k.keyless_auth),
+                        options=list(k.option_names))
         for k in KINDS.values()
     ])
 

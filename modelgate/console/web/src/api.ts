@@ -138,6 +138,8 @@ export interface ProviderKind {
   baseUrlNote: string;
   docsUrl: string;
   keyRequired: boolean;
+  keylessAuth: string[];
+  options: string[];
 }
 
 export interface ProviderKey {

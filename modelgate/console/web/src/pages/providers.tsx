@@ -152,19 +152,65 @@ function ProvidersCard({ data, onDialog, reload }: { data: Data; onDialog: (d: D
   );
 }
 
+// The options textarea: a JSON object, or empty for none.
+function parseOptions(text: string): Record<string, unknown> {
+  if (!text.trim()) return {};
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = null;
+  }
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new Error('Options must be a JSON object, e.g. {"num_ctx": 32768}');
+  }
+  return parsed as Record<string, unknown>;
+}
+
+function optionsAuth(text: string): unknown {
+  try {
+    return parseOptions(text).auth;
+  } catch {
+    return undefined;
+  }
+}
+
+// Kind-specific settings, with the names the chosen kind reads.
+function OptionsField({ kind, value, onInput }: { kind: ProviderKind | undefined; value: string;
+  onInput: (value: string) => void }) {
+  const names = kind?.options ?? [];
+  return (
+    <Field label="Options (JSON)" wide hint={<>
+      {names.length
+        ? <>Read by {kind?.label}: {names.map((n, i) => <span key={n}>{i ? ', ' : ''}<code>{n}</code></span>)}. </>
+        : 'This kind reads no options. '}
+      <a href="https://github.com/modelgate/modelgate/blob/main/docs/providers.md#provider-options" target="_blank"
+        rel="noreferrer">What each does</a>
+    </>}>
+      <textarea name="options" rows={4} value={value} spellcheck={false}
+        placeholder={names.length ? `{"${names[0]}": …}` : '{}'} onInput={(e) => onInput(e.currentTarget.value)} />
+    </Field>
+  );
+}
+
 function ProviderForm({ kinds, onClose, onDone }: { kinds: ProviderKind[]; onClose: () => void;
   onDone: (p: Provider) => void }) {
   const [kind, setKind] = useState(kinds[0]?.kind ?? '');
   const [name, setName] = useState('');
   const [baseUrl, setBaseUrl] = useState('');
   const [key, setKey] = useState('');
+  const [options, setOptions] = useState('');
   const info = kinds.find((k) => k.kind === kind);
+  // options.auth naming a cloud identity chain (aws, entra) needs no stored key
+  const keyless = info?.keylessAuth.includes(String(optionsAuth(options)));
+  const keyRequired = !!info?.keyRequired && !keyless;
   return (
-    <FormModal title="Add provider" submitText="Add provider" onClose={onClose} onSubmit={async () => {
+    <FormModal title="Add provider" submitText="Add provider" wide onClose={onClose} onSubmit={async () => {
       const created = await api.post<Provider>('/providers', {
         name: name.trim(),
         kind,
         baseUrl: baseUrl.trim() || null,
+        options: parseOptions(options),
         keys: key ? [key] : [],
       });
       onDone(created);
@@ -182,9 +228,12 @@ function ProviderForm({ kinds, onClose, onDone }: { kinds: ProviderKind[]; onClo
         <input name="baseUrl" type="url" value={baseUrl} required={!info?.defaultBaseUrl}
           placeholder={info?.defaultBaseUrl ?? 'https://host/v1'} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
       </Field>
+      <OptionsField kind={info} value={options} onInput={setOptions} />
       <Field label="Upstream API key" wide
-        hint={info?.keyRequired ? 'Stored encrypted; only its last 4 characters are ever shown.' : 'Optional for this kind. Stored encrypted.'}>
-        <input name="upstreamKey" type="password" autoComplete="off" value={key} required={info?.keyRequired}
+        hint={keyRequired ? 'Stored encrypted; only its last 4 characters are ever shown.'
+          : keyless ? 'Not needed: the credentials come from the cloud identity chain the options name.'
+            : 'Optional for this kind. Stored encrypted.'}>
+        <input name="upstreamKey" type="password" autoComplete="off" value={key} required={keyRequired}
           onInput={(e) => setKey(e.currentTarget.value)} />
       </Field>
     </FormModal>
@@ -203,16 +252,8 @@ function ProviderEditForm({ provider, kind, onClose, onChanged, onDone }: { prov
     run(() => (method === 'post' ? api.post(path) : api.del(path)), message).then(onChanged);
   return (
     <FormModal title={`Edit ${provider.name}`} submitText="Save" wide onClose={onClose} onSubmit={async () => {
-      let parsed: unknown = {};
-      if (options.trim()) {
-        try {
-          parsed = JSON.parse(options);
-        } catch {
-          throw new Error('Options must be a JSON object, e.g. {"api_version": "2024-10-21"}');
-        }
-      }
       onDone(await api.patch<Provider>(`/providers/${provider.id}`, {
-        name: name.trim(), baseUrl: baseUrl.trim(), options: parsed,
+        name: name.trim(), baseUrl: baseUrl.trim(), options: parseOptions(options),
       }));
     }}>
       <Field label="Name">
@@ -224,10 +265,7 @@ function ProviderEditForm({ provider, kind, onClose, onChanged, onDone }: { prov
       <Field label="Base URL" wide hint={kind?.baseUrlNote || (kind?.defaultBaseUrl ? `Public endpoint: ${kind.defaultBaseUrl}` : undefined)}>
         <input name="baseUrl" type="url" required value={baseUrl} onInput={(e) => setBaseUrl(e.currentTarget.value)} />
       </Field>
-      <Field label="Options (JSON)" wide hint="Kind-specific settings, e.g. api_version for Azure, region for Bedrock, latency_ms for mock.">
-        <textarea name="options" rows={4} value={options} placeholder="{}" spellcheck={false}
-          onInput={(e) => setOptions(e.currentTarget.value)} />
-      </Field>
+      <OptionsField kind={kind} value={options} onInput={setOptions} />
       <div class="field field-wide">
         <span class="field-label">Upstream keys</span>
         <div class="key-list" data-testid="provider-keys">
