@@ -1,8 +1,12 @@
 """Cloud credentials through the clouds' own libraries (issue 13 item 7), exercised with the
-libraries' own local mechanisms: environment variables, a shared-credentials file, local
-credential endpoints the libraries support pointing at (the ECS container endpoint for
-botocore, the App Service managed-identity endpoint for azure-identity), and a locally made
-service-account key with a fake token endpoint and a fake Vertex AI endpoint for google-auth."""
+libraries' own local mechanisms: environment variables, shared config/credentials files and the
+SSO token cache, local endpoints the libraries support pointing at (botocore: STS for web
+identity, the ECS/EKS Pod Identity container endpoint, EC2 IMDSv2, the SSO portal;
+azure-identity: the App Service managed-identity endpoint, a TLS Entra ID authority for client
+secrets and workload identity; google-auth: the GCE metadata server), and a locally made
+service-account key with a fake token endpoint and a fake Vertex AI endpoint. Each test checks
+that the upstream request carries what the mechanism produced (SigV4 with those keys, the
+Bearer token)."""
 
 from __future__ import annotations
 
@@ -393,7 +397,7 @@ def entra_tls(azure_env, tmp_path):
     return context
 
 
-def _entra_routes(grants: list[dict[str, str]]) -> list[web.RouteDef]:
+def _entra_routes(grants: list[dict[str, str]], lifetime: int = 3599) -> list[web.RouteDef]:
     """The two Entra ID endpoints MSAL uses for a confidential client: the tenant's OpenID
     configuration and its v2.0 token endpoint (client credentials grant)."""
     async def openid_configuration(request: web.Request) -> web.Response:
@@ -406,7 +410,7 @@ def _entra_routes(grants: list[dict[str, str]]) -> list[web.RouteDef]:
     async def token(request: web.Request) -> web.Response:
         grants.append({"tenant": request.match_info["tenant"],
                        **{k: str(v) for k, v in (await request.post()).items()}})
-        return web.json_response({"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
+        return web.json_response({"token_type": "Bearer", "expires_in": lifetime, "ext_expires_in": lifetime,
                                   "access_token": f"entra-access-token-{len(grants)}"})
 
     return [web.get("/{tenant}/v2.0/.well-known/openid-configuration", openid_configuration),
@@ -440,6 +444,23 @@ async def test_azure_entra_token_from_a_client_secret(entra_tls):
     assert (grant["client_id"], grant["client_secret"]) == ("0a4f7b1e-gateway", "client-secret-value")
     assert grant["scope"] == "https://cognitiveservices.azure.com/.default"
     assert seen[-1].headers["Authorization"] == "Bearer entra-access-token-1" and "api-key" not in seen[-1].headers
+
+
+async def test_azure_entra_token_near_expiry_is_renewed_before_the_next_call(entra_tls):
+    """A token with less than 5 minutes left is renewed (by us and by azure-identity) before it
+    signs another request."""
+    grants: list[dict[str, str]] = []
+    seen: list[web.Request] = []
+    async with LocalServer(_entra_routes(grants, lifetime=200), entra_tls) as entra, \
+            LocalServer([_azure_chat(seen)]) as azure:
+        ep = endpoint("azure-openai", azure.url,
+                      {"auth": "entra", "api_version": "v1", "tenant_id": "contoso", "client_id": "app",
+                       "authority_host": entra.url, "disable_instance_discovery": True}, key="secret")
+        await _entra_call(ep)
+        await _entra_call(ep)
+    assert len(grants) == 2
+    assert [r.headers["Authorization"] for r in seen] == ["Bearer entra-access-token-1",
+                                                          "Bearer entra-access-token-2"]
 
 
 async def test_azure_entra_token_from_workload_identity(entra_tls, azure_env, tmp_path):
@@ -644,3 +665,67 @@ def test_a_request_built_without_prepare_still_gets_credentials(aws_env, caplog)
     headers = KINDS["aws-bedrock"].adapter.build_request(hello(), "m", ep).headers
     assert _credential_scope(headers).startswith("AKIANOPREPARE/")
     assert "should await prepare()" in caplog.text
+
+
+async def test_vertex_on_gke_or_cloud_run_through_a_local_metadata_server(tmp_path):
+    """No key, no key file: google-auth's application-default credentials find the metadata server
+    of GCE/GKE/Cloud Run (here a local one named by GCE_METADATA_HOST and GCE_METADATA_IP) and take
+    the token and the project from it. google-auth reads those variables when it is imported, so
+    the gateway's side runs in a process started with them."""
+    import asyncio
+    import os
+    import sys
+
+    asked: list[str] = []
+
+    @web.middleware
+    async def metadata_flavor(request: web.Request, handler: Any) -> web.StreamResponse:
+        asked.append(request.path_qs)
+        if request.headers.get("Metadata-Flavor") != "Google":
+            return web.Response(status=403)
+        response = await handler(request)
+        response.headers["Metadata-Flavor"] = "Google"
+        return response
+
+    async def ping(request: web.Request) -> web.Response:
+        return web.Response(text="computeMetadata/")
+
+    async def project(request: web.Request) -> web.Response:
+        return web.Response(text="gke-proj")
+
+    async def account(request: web.Request) -> web.Response:
+        return web.json_response({"email": "gateway@gke-proj.iam.gserviceaccount.com", "aliases": ["default"],
+                                  "scopes": ["https://www.googleapis.com/auth/cloud-platform"]})
+
+    async def token(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": "ya29.from-metadata", "expires_in": 3599, "token_type": "Bearer"})
+
+    server = LocalServer([web.get("/", ping), web.get("/computeMetadata/v1/project/project-id", project),
+                          web.get("/computeMetadata/v1/instance/service-accounts/{account}/", account),
+                          web.get("/computeMetadata/v1/instance/service-accounts/{account}/token", token)])
+    server.app.middlewares.append(metadata_flavor)
+    script = (
+        "import asyncio, json\n"
+        "from modelgate.providers.base import prepare\n"
+        "from modelgate.providers.registry import KINDS\n"
+        "from tests.test_provider_credentials import endpoint, hello\n"
+        "adapter = KINDS['vertex-ai'].adapter\n"
+        "ep = endpoint('vertex-ai', 'https://aiplatform.googleapis.com', {'location': 'europe-west4'})\n"
+        "asyncio.run(prepare(adapter, ep))\n"
+        "req = adapter.build_request(hello(), 'gemini-2.5-flash', ep)\n"
+        "print(json.dumps({'url': req.url, 'auth': req.headers['authorization']}))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GOOGLE_", "GCE_", "CLOUDSDK_"))}
+    async with server:
+        host = server.url.removeprefix("http://")
+        env.update(GCE_METADATA_HOST=host, GCE_METADATA_IP=host, HOME=str(tmp_path),
+                   CLOUDSDK_CONFIG=str(tmp_path / "gcloud"))  # no gcloud sign-in on this "machine"
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", script, env=env, cwd=str(Path(__file__).parent.parent),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    sent = orjson.loads(out.splitlines()[-1])
+    assert sent["auth"] == "Bearer ya29.from-metadata"
+    assert sent["url"] == ("https://europe-west4-aiplatform.googleapis.com/v1/projects/gke-proj/locations/"
+                           "europe-west4/publishers/google/models/gemini-2.5-flash:generateContent")
+    assert any(p.startswith("/computeMetadata/v1/instance/service-accounts/") and "/token" in p for p in asked)
