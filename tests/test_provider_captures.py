@@ -290,3 +290,26 @@ def test_mistral_stream_captures_magistral_thinking_chunks_and_a_bare_tool_call(
     end = events[-1]
     assert isinstance(end, StreamEnd) and end.stop_reason == "tool_calls"
     assert (end.usage.input_tokens, end.usage.output_tokens) == (124, 22)
+
+
+def test_openai_responses_stream_capture_through_the_pass_through_tap():
+    # vercel/ai packages/openai/src/responses/__fixtures__/openai-phase.1.chunks.txt (gpt-5.3-codex)
+    from modelgate.protocols.responses.stream import ResponsesStreamTap
+    from tests.fakes.upstream_base import random_chunks
+
+    events = [orjson.loads(line) for line in
+              (CAPTURES / "openai_responses_stream_phase.jsonl").read_text().splitlines() if line.strip()]
+    # framed as the Responses API sends its events: the type as the SSE event name
+    body = b"".join(b"event: " + e["type"].encode() + b"\ndata: " + orjson.dumps(e) + b"\n\n" for e in events)
+    tap = ResponsesStreamTap("client-alias")
+    relayed = b"".join(tap.filter(chunk) for chunk in random_chunks(body, 15))
+    assert tap.finished and tap.error is None and tap.events == len(events)
+    usage = tap.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens) == (7112, 463, 3072)
+    out = [orjson.loads(block.split(b"data: ", 1)[1]) for block in relayed.split(b"\n\n") if block]
+    assert len(out) == len(events)
+    for sent, got in zip(events, out):
+        if "response" in sent:  # the client sees the model it asked for, nothing else changes
+            assert got["response"].pop("model") == "client-alias"
+            sent["response"].pop("model")
+        assert got == sent

@@ -26,8 +26,8 @@ WEATHER = {"type": "object", "properties": {"city": {"type": "string"}, "locatio
 class Replay:
     """An upstream that answers every POST with one recorded stream and keeps what it was sent."""
 
-    def __init__(self, capture: str) -> None:
-        self.body = (CAPTURES / capture).read_bytes()
+    def __init__(self, capture: str | bytes) -> None:
+        self.body = capture if isinstance(capture, bytes) else (CAPTURES / capture).read_bytes()
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.runner: web.AppRunner | None = None
         self.url = ""
@@ -176,3 +176,29 @@ async def test_responses_sdk_parses_the_gateways_stream_of_a_recorded_messages_u
     calls = [item for item in final.output if item.type == "function_call"]
     assert [(c.name, json.loads(c.arguments)) for c in calls] == [("get_weather", {"location": "Paris"})]
     assert (final.usage.input_tokens, final.usage.output_tokens) == (377, 65)
+
+
+async def test_responses_sdk_parses_a_recorded_responses_stream_passed_through(gateway):
+    """The Responses client against an `openai` channel: the body goes upstream as sent (so it must
+    still fit the SDK's own request type) and the recorded stream comes back as recorded, with the
+    client's model name."""
+    from openai.types.responses import response_create_params as params
+
+    events = [json.loads(line) for line in
+              (CAPTURES / "openai_responses_stream_phase.jsonl").read_text().splitlines() if line.strip()]
+    body = b"".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n".encode() for e in events)
+    async with Replay(body) as upstream:
+        wired = await gateway.wire(upstream.url + "/v1", [f"{ALIAS}=gpt-5.3-codex"], kind="openai")
+        client = openai_client(gateway, wired.key)
+        texts: list[str] = []
+        async with client.responses.stream(model=ALIAS, input="AI news today?") as stream:
+            async for event in stream:
+                if event.type == "response.output_text.done":
+                    texts.append(event.text)
+            final = await stream.get_final_response()
+    path, sent = upstream.requests[0]
+    assert path == "/v1/responses" and sent["model"] == "gpt-5.3-codex" and sent["stream"] is True
+    assert typed_dict_problems(sent, params.ResponseCreateParamsStreaming) == []
+    assert final.id == "resp_0a63f40a2632b74300699f8818e5648196a8fa657ae8091421" and final.model == ALIAS
+    assert texts[0].startswith("Got it") and texts[1].startswith("Here are a few **AI headlines")
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (7112, 463)
