@@ -3,8 +3,10 @@
 `.venv/bin/python -m bench.agent` (add --quick for a smoke run) measures, in one run:
 
 - request/response: 150 KB and 80 KB agent requests (bench/workloads.py) and the small request, through
-  the bare proxy, modelgate pass-through (chat → chat upstream, messages → messages upstream), modelgate
-  conversion both ways (messages client → chat upstream, chat client → messages upstream) and the peer
+  the bare proxy, modelgate pass-through (chat → chat upstream, messages → messages upstream, and chat with a
+  renamed model: the cost of answering with the client's model id), modelgate conversion both ways
+  (messages client → chat upstream, chat client → messages upstream) and from the Responses protocol
+  (Responses client → chat upstream; the fake upstream has no Responses endpoint for pass-through), and the peer
   gateways that install (TensorZero, Portkey, LiteLLM). Every target runs on the same CPU core at the same
   time; the rounds alternate between them, so machine drift cancels out in the ratios, which are taken
   within a round and reported as the median (and range) over rounds;
@@ -38,7 +40,7 @@ if __package__ in (None, ""):
 from bench import peers, procstats, targets, workloads  # noqa: E402
 from bench.run import Runner, ensure_wrk, machine_info  # noqa: E402
 from bench.targets import (  # noqa: E402
-    ALT_LONG_MODEL, ALT_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, Call, Target,
+    ALT_LONG_MODEL, ALT_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, RENAMED_MODEL, Call, Target,
 )
 
 class Layout:
@@ -250,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         def msgs(body: bytes) -> Call:
             return Call("/alt/v1/messages", mg_msgs, body, False)
 
+        def responses(body: bytes) -> Call:
+            return Call("/v1/responses", mg_chat, body, False)
+
         if "requests" in parts:
             for shape_name, shape in (("agent150", workloads.AGENT_150), ("agent80", workloads.AGENT_80)):
                 print(f"== {shape_name}: interleaved", flush=True)
@@ -261,6 +266,11 @@ def main(argv: list[str] | None = None) -> int:
                     ("modelgate pass-through messages", mg, msgs(workloads.agent_messages_body(shape, ALT_MODEL))),
                     ("modelgate messages→chat", mg, msgs(mb)),
                     ("modelgate chat→messages", mg, chat(workloads.agent_chat_body(shape, ALT_MODEL))),
+                    # The cost of answering with the client's model id (issue 10): the same pass-through
+                    # with a model the channel serves under another upstream name.
+                    ("modelgate pass-through chat, renamed model", mg, chat(workloads.agent_chat_body(
+                        shape, RENAMED_MODEL))),
+                    ("modelgate responses→chat", mg, responses(workloads.agent_responses_body(shape, MODEL))),
                 ]
                 if shape is workloads.AGENT_150:
                     cases += [(p.name, p, peers.chat_with_model(p, cb)) for p in peer_targets]

@@ -19,6 +19,7 @@ REFERENCE = {
     "modelgate pass-through messages": "bare messages", "modelgate messages→chat": "bare messages",
     "tensorzero": "bare chat", "portkey": "bare chat", "litellm": "bare chat",
     "modelgate": "bare", "modelgate stream": "bare stream",
+    "modelgate pass-through chat, renamed model": "bare chat", "modelgate responses→chat": "bare chat",
 }
 
 
@@ -119,6 +120,13 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
         a, "modelgate messages→chat", "bare messages", "cpu_ms_per_request"), GOALS["agent_conv_cpu"], True)
     row("150 KB agent, conversion chat→messages CPU/req ≤ 2× bare", ratios(
         a, "modelgate chat→messages", "bare chat", "cpu_ms_per_request"), GOALS["agent_conv_cpu"], True)
+    row("150 KB agent, conversion responses→chat CPU/req ≤ 2× bare", ratios(
+        a, "modelgate responses→chat", "bare chat", "cpu_ms_per_request"), GOALS["agent_conv_cpu"], True)
+    renamed = ratios(a, "modelgate pass-through chat, renamed model", "modelgate pass-through chat",
+                     "cpu_ms_per_request")
+    if renamed:
+        rows.append(("150 KB agent, pass-through with a renamed model: CPU/req vs the same model id",
+                     _fmt(renamed, 2, "×"), "(cost of answering with the client's model id)"))
     s = results.get("small") or {}
     row("small requests: throughput ≥ 0.85× bare", ratios(s, "modelgate", "bare", "rps"), GOALS["small_rps"], False)
     row("small streamed requests: throughput ≥ 0.85× bare", ratios(s, "modelgate stream", "bare stream", "rps"),

@@ -30,6 +30,9 @@ ALT_MODEL = "bench-model-alt"  # on modelgate: served by a messages-protocol ups
 # The fake upstream answers streams for these with its long, paced stream (`--long-chunks`, `--chunk-gap-ms`).
 LONG_MODEL = "bench-model-long"
 ALT_LONG_MODEL = "bench-model-alt-long"
+# On modelgate: the chat upstream's model under another id, so pass-through renames it both ways
+# (the request's model field, and the answer's back to the client's id).
+RENAMED_MODEL = "bench-model-renamed"
 UPSTREAM_KEY = "sk-upstream-bench-0000"
 LITELLM_VENV = BENCH_DIR / ".venv-litellm"
 # Pinned: the registry later carried a compromised release (1.107.0).
@@ -282,7 +285,8 @@ async def _configure_modelgate(env: dict[str, str], upstream: Target) -> tuple[s
         svc = Services(db, SecretBox(load_encryption_key(settings)), settings)
         app = await svc.applications.create("bench")
         await svc.providers.create("fake-chat", "openai-compatible", f"{upstream.url}/v1", keys=[UPSTREAM_KEY])
-        await svc.channels.create("fake-chat", "fake-chat", [MODEL, LONG_MODEL])
+        await svc.channels.create("fake-chat", "fake-chat",
+                                  [MODEL, LONG_MODEL, {"model_id": RENAMED_MODEL, "upstream_model": MODEL}])
         await svc.applications.authorize_channel(app.id, "fake-chat")
         alt_problem = None
         try:

@@ -123,3 +123,25 @@ def agent_messages_body(shape: AgentShape, model: str, stream: bool = False) -> 
     if stream:
         body["stream"] = True
     return orjson.dumps(body)
+
+
+def agent_responses_body(shape: AgentShape, model: str, stream: bool = False) -> bytes:
+    """The same conversation as a Responses API request (Codex's shape): input items with
+    function calls and their outputs, flat function tools, instructions, store off."""
+    system, tools, turns, _ = _conversation(shape)
+    items: list[dict[str, Any]] = []
+    for t, (ask, args, result) in enumerate(turns):
+        call_id = f"call_{t:04d}"
+        items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": ask}]})
+        items.append({"type": "function_call", "call_id": call_id, "name": tools[t % len(tools)][0],
+                      "arguments": orjson.dumps(args).decode()})
+        items.append({"type": "function_call_output", "call_id": call_id, "output": result})
+    items.append({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Now fix the failing test."}]})
+    body: dict[str, Any] = {
+        "model": model, "instructions": system, "input": items, "max_output_tokens": 1024, "store": False,
+        "tools": [{"type": "function", "name": n, "description": d, "parameters": s} for n, d, s in tools],
+        "tool_choice": "auto",
+    }
+    if stream:
+        body["stream"] = True
+    return orjson.dumps(body)

@@ -104,6 +104,7 @@ def test_agent_bodies_have_the_agent_shape_and_pass_validation() -> None:
     from bench import workloads
     from modelgate.protocols.chat import ChatCodec
     from modelgate.protocols.messages import MessagesCodec
+    from modelgate.protocols.responses import ResponsesCodec
 
     for shape in (workloads.AGENT_150, workloads.AGENT_80):
         chat = orjson.loads(workloads.agent_chat_body(shape, "m"))
@@ -116,6 +117,10 @@ def test_agent_bodies_have_the_agent_shape_and_pass_validation() -> None:
         assert sum(1 for m in chat["messages"] if m["role"] == "tool") == shape.turns
         assert ChatCodec().validate(chat) == ("m", False)
         assert MessagesCodec().validate(msgs) == ("m", False)
+        responses = orjson.loads(workloads.agent_responses_body(shape, "m"))
+        assert ResponsesCodec().validate(responses) == ("m", False)
+        assert len(responses["tools"]) == shape.tools and len(responses["instructions"]) == shape.system_kb * 1024
+        assert sum(1 for item in responses["input"] if item["type"] == "function_call_output") == shape.turns
 
 
 def test_long_streams_are_paced(upstream: targets.Target, tmp_path: Path) -> None:
@@ -156,6 +161,12 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
                     "/v1/chat/completions", [f"Authorization: Bearer {key}"], chat_body, False)),
                 ("modelgate messages→chat", mg, targets.Call(
                     "/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], msgs_body, False)),
+                ("modelgate pass-through chat, renamed model", mg, targets.Call(
+                    "/v1/chat/completions", [f"Authorization: Bearer {key}"],
+                    workloads.agent_chat_body(workloads.AGENT_80, targets.RENAMED_MODEL), False)),
+                ("modelgate responses→chat", mg, targets.Call(
+                    "/v1/responses", [f"Authorization: Bearer {key}"],
+                    workloads.agent_responses_body(workloads.AGENT_80, targets.MODEL), False)),
             ]
             for label, target, call in cases:  # one call each first: a refusal shows with its body
                 status, answer = targets.request(target.port, "POST", call.path, call.body, call.headers)
@@ -181,4 +192,6 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
         "agent150": runs, "streams": {"x20": streamed}, "stop": {"modelgate-w1": stop}}
     table = agent_report.markdown(results)
     assert "| 150 KB agent, pass-through CPU/req ≤ 1.3× bare (chat) | " in table
+    assert "| 150 KB agent, conversion responses→chat CPU/req ≤ 2× bare | " in table
+    assert "| 150 KB agent, pass-through with a renamed model: CPU/req vs the same model id | " in table
     assert f"| lost call-log rows, errors (every run) | 0 of {stop['upstream_calls']} calls; 0 errors | yes |" in table
