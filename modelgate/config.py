@@ -89,9 +89,12 @@ class UpstreamSettings(BaseModel):
     # within seconds, so a hung one is failed over long before the application timeout.
     stream_first_byte_timeout_seconds: float = 30.0
     # Non-streamed calls: from sending the request to the first byte of the answer (its headers
-    # arrive only once the whole generation is done, so this is longer); then the longest gap
-    # between reads. 0 = only the application timeout.
+    # arrive only once the whole generation is done, so this is longer; whitespace some proxies
+    # send to keep a slow answer open is not the answer). 0 = only the application timeout.
     response_timeout_seconds: float = 90.0
+    # Then from that first byte to the last: a finished answer arrives at once, so an upstream
+    # dripping its body is failed over within seconds. 0 = only the application timeout.
+    body_timeout_seconds: float = 10.0
     max_body_bytes: int = 64 * 1024 * 1024  # a non-streamed answer; beyond: UPSTREAM_ERROR
     max_event_bytes: int = 16 * 1024 * 1024  # one stream event (or NDJSON line); beyond: UPSTREAM_ERROR
     # Calls in flight per worker; beyond, new calls get a fast 429 (the gateway is full). Also

@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import re
 import resource
 import socket
 import time
 import weakref
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import aiohttp
 from sqlalchemy import select, text
@@ -49,14 +50,22 @@ log = logging.getLogger("modelgate.runtime")
 ERROR_BODY_BYTES = 64 * 1024  # of a refusal body: enough for any provider's error object
 
 
-async def read_capped(resp: aiohttp.ClientResponse, limit: int, truncate: bool = False) -> bytes:
+_NOT_SPACE = re.compile(rb"\S")
+
+
+async def read_capped(resp: aiohttp.ClientResponse, limit: int, truncate: bool = False,
+                      started: Callable[[], None] | None = None) -> bytes:
     """The body, read as it arrives and joined once; beyond `limit` bytes an UPSTREAM_ERROR
-    (or, with `truncate`, the first `limit` bytes)."""
+    (or, with `truncate`, the first `limit` bytes). `started` is called once, at the body's first
+    byte that is not whitespace (proxies pad a slow answer with whitespace to keep it open)."""
     if resp.content_length is not None and resp.content_length > limit and not truncate:
         raise body_too_large(limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in resp.content.iter_any():
+        if started is not None and _NOT_SPACE.search(chunk):
+            started()
+            started = None
         size += len(chunk)
         if size > limit:
             if not truncate:
@@ -258,26 +267,39 @@ class Runtime:
 
     async def fetch(self, req: UpstreamRequest, timeout: float) -> tuple[int, Mapping[str, str], bytes]:
         """One whole (non-streamed) upstream exchange within `timeout` seconds, with the
-        per-attempt connect and first-byte limits; transport failures become typed errors."""
+        per-attempt connect, first-byte and body limits; transport failures become typed errors."""
         upstream = self.settings.upstream
         first_byte = min(timeout, upstream.response_timeout_seconds or timeout)
+        loop = asyncio.get_running_loop()
+        body_started = False
+
+        def on_body() -> None:  # the answer's first byte: from here the body limit applies
+            nonlocal body_started
+            body_started = True
+            limit.reschedule(loop.time() + upstream.body_timeout_seconds if upstream.body_timeout_seconds else None)
+
         try:
             async with asyncio.timeout(timeout):
                 try:
-                    async with asyncio.timeout(first_byte):  # until the response's head is in
+                    async with asyncio.timeout(first_byte) as limit:
                         resp = await self.http.request(req.method, req.url, headers=req.headers, data=req.body,
                                                        timeout=self.connect_limit)
+                        try:
+                            if resp.status >= 400:  # a refusal: its head is enough to classify it
+                                body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True, started=on_body)
+                            else:
+                                body = await read_capped(resp, upstream.max_body_bytes, started=on_body)
+                        except BaseException:
+                            resp.close()  # not back to the pool: the rest of its body is unread
+                            raise
                 except TimeoutError:
+                    if not limit.expired():
+                        raise
+                    if body_started:
+                        raise UpstreamError(ErrorType.TIMEOUT_ERROR, "Upstream did not finish its answer within "
+                                            f"{upstream.body_timeout_seconds:g} s of its first byte") from None
                     raise UpstreamError(ErrorType.TIMEOUT_ERROR,
                                         f"Upstream sent no answer within {first_byte:g} s") from None
-                try:
-                    if resp.status >= 400:  # a refusal: its head is enough to classify it
-                        body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
-                    else:
-                        body = await read_capped(resp, upstream.max_body_bytes)
-                except BaseException:
-                    resp.close()  # not back to the pool: the rest of its body is unread
-                    raise
                 resp.release()
                 return resp.status, resp.headers, body
         except aiohttp.ConnectionTimeoutError:

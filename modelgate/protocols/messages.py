@@ -851,7 +851,11 @@ class MessagesStreamTap:
     def filter(self, chunk: bytes) -> bytes:
         raws = self._parser.feed_raw(chunk)
         for i, raw in enumerate(raws):
-            if raw.startswith(b":") or raw.startswith(b"event: ping"):
+            if raw.startswith(b":"):
+                # A proxy's comment: not a messages keep-alive; the relay sends `ping` events instead.
+                raws[i] = b""
+                continue
+            if raw.startswith(b"event: ping"):
                 continue  # keep-alives: no progress
             if b"data: {" not in raw and b"data:{" not in raw:
                 raise sse.unreadable_event()

@@ -39,6 +39,7 @@ FAULTS = [
     Fault("reset_before_headers", True, True),
     Fault("hang_before_headers", True, True),
     Fault("drip", True, True),
+    Fault("drip_body", False, True),  # the head at once, then the body one byte at a time
     Fault("reset_mid_body", False, True),
     Fault("body_100mb", False, True),
     Fault("garbage_stream", True, False),
@@ -47,6 +48,8 @@ FAULTS = [
     Fault("close_without_end", True, False, after_first_byte=True),
     Fault("bad_chunk", True, False, after_first_byte=True),
     Fault("endless_keepalives", True, False, after_first_byte=True),
+    Fault("error_event_mid_stream", True, False, after_first_byte=True),
+    Fault("garbage_mid_stream", True, False, after_first_byte=True),
 ]
 
 # Each provider's error object, as it sends it with an HTTP 5xx (here with 200).
@@ -60,6 +63,27 @@ ERROR_BODIES: dict[str, Any] = {
     "ollama": {"error": "server busy, please try again. maximum pending requests exceeded"},
     "bedrock-converse": {"message": "The system encountered an unexpected error during processing."},
 }
+
+# Each wire's own in-stream error event, as the provider sends it mid-stream.
+def error_event(wire: str, path: str) -> bytes:
+    if path.endswith("/responses"):  # the Responses API's `error` event, as the service nests it
+        return b"event: error\ndata: " + orjson.dumps({"type": "error", "sequence_number": 99, "error": {
+            "type": "server_error", "code": "server_error", "message": "The server had an error", "param": None}}) + b"\n\n"
+    if wire == "anthropic-messages":
+        return b"event: error\ndata: " + orjson.dumps(ERROR_BODIES[wire]) + b"\n\n"
+    if wire == "bedrock-converse":
+        return aws_frame({":message-type": "exception", ":exception-type": "serviceUnavailableException",
+                          ":content-type": "application/json"}, b'{"message": "Bedrock is unavailable"}')
+    if wire == "ollama":
+        return orjson.dumps(ERROR_BODIES[wire]) + b"\n"
+    return b"data: " + orjson.dumps(ERROR_BODIES[wire]) + b"\n\n"
+
+
+def garbage(wire: str) -> bytes:
+    if wire == "bedrock-converse":
+        return b"\x00\x00\x00\x20\x00\x00\x00\x00garbage frame, bad crc\xff\xff\xff\xff"
+    return b"this is not json\n" if wire == "ollama" else b"data: this is not json\n\n"
+
 
 # A chunk the wire's decoder cannot use: the shape is wrong (the issue's `{"choices":["oops"]}`).
 BAD_CHUNK = {"choices": ["oops"], "candidates": ["oops"], "type": "content_block_delta", "index": 0,
@@ -212,6 +236,13 @@ class FaultUpstream:
                 write(whole[i : i + 1])
                 await writer.drain()
                 await asyncio.sleep(self.drip_interval)
+        elif fault == "drip_body":
+            status, ctype, data = await self._healthy(method, path, headers, body)
+            write(response_head(status, ctype, len(data)))
+            for i in range(len(data)):
+                write(data[i : i + 1])
+                await writer.drain()
+                await asyncio.sleep(self.drip_interval)
         elif fault == "body_100mb":
             write(response_head(200, "application/json"))
             write(b'{"id": "big", "choices": [{"message": {"content": "')
@@ -244,6 +275,12 @@ class FaultUpstream:
                 write_eof()
             elif fault == "bad_chunk":
                 write(frame(wire, BAD_CHUNK))
+                for rest in frames[1:]:
+                    write(rest)
+            elif fault == "error_event_mid_stream":
+                write(error_event(wire, path))
+            elif fault == "garbage_mid_stream":
+                write(garbage(wire))
                 for rest in frames[1:]:
                     write(rest)
             elif fault == "endless_keepalives":

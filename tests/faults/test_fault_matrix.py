@@ -1,14 +1,20 @@
-"""Fault injection: every fault x both client protocols x streamed or not x every wire adapter
-(pass-through where the wire is the client's own, conversion elsewhere).
+"""Fault injection: every fault x the three client protocols (chat, messages, Responses) x streamed
+or not x every wire adapter (pass-through where the wire is the client's own, conversion elsewhere).
 
 Each wire format has a healthy fake (tests/fakes, checked against the vendors' SDKs and
 captures) and, in front of a copy of it, a FaultUpstream that misbehaves. Each model is served
 by the faulty channel (priority 0) and a healthy backup channel (priority 1); a second
 application sees only the faulty channel. For every case the test asserts the caller's status
 and body shape (spec 7), the call-log row, the faulty endpoint's breaker count, and that the
-backup channel answered where one exists. Limits are small (a 0.4 s first byte, a 1.5 s
-application timeout) so the whole matrix runs in about a minute; retry waits go through an
+backup channel answered where one exists. Limits are small (a 0.4 s first byte and body, a 1.5 s
+application timeout) so the whole matrix runs in a few minutes; retry waits go through an
 injected clock and pass at once.
+
+Faults after the first byte meet every protocol on every wire (the protocol's error event and
+the wire's decoder both matter there). Faults before it are failed over by the same code
+whatever the client protocol, so on conversion routes each (fault, wire) is asked through one
+client protocol, rotating, so every protocol still meets every fault and every wire; the
+pass-through routes are asked for every fault.
 """
 
 from __future__ import annotations
@@ -22,9 +28,11 @@ import httpx
 import orjson
 import pytest
 import pytest_asyncio
+from openai.types.responses import Response
 from sqlalchemy import select
 
 from modelgate.protocols.messages import vendor_error_type
+from modelgate.protocols.responses.encode import error_object
 from modelgate.storage.models import CallLog
 from tests.faults.fault_upstream import FAULTS, Fault, FaultUpstream
 from tests.fakes.anthropic_upstream import FakeAnthropic
@@ -39,6 +47,7 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 APP_TIMEOUT = 1.5
 FIRST_BYTE = 0.4
+BODY = 0.4  # upstream.body_timeout_seconds
 CAP = 1024 * 1024
 
 
@@ -84,7 +93,9 @@ def _wires() -> list[Wire]:
 
 
 WIRE_NAMES = [w.name for w in _wires()]
-PASS_THROUGH = {"chat": "openai-chat", "messages": "anthropic-messages"}
+PROTOCOLS = ("chat", "messages", "responses")
+# The wire each client protocol is passed through to (Responses: the `openai` kind's own Responses API).
+PASS_THROUGH = {"chat": "openai-chat", "messages": "anthropic-messages", "responses": "openai-chat"}
 
 
 @dataclass
@@ -102,6 +113,7 @@ async def setup(tmp_path_factory: pytest.TempPathFactory):
     upstream.connect_timeout_seconds = FIRST_BYTE
     upstream.stream_first_byte_timeout_seconds = FIRST_BYTE
     upstream.response_timeout_seconds = FIRST_BYTE
+    upstream.body_timeout_seconds = BODY
     upstream.max_body_bytes = CAP
     upstream.max_event_bytes = CAP
     settings.gateway.stream_keepalive_seconds = 0.2
@@ -150,10 +162,13 @@ async def call(setup: Setup, protocol: str, wire: Wire, stream: bool, key: str) 
     if protocol == "chat":
         url, headers = "/v1/chat/completions", {"authorization": f"Bearer {key}"}
         body: dict[str, Any] = {"model": wire.model, "messages": [{"role": "user", "content": "hello there"}]}
-    else:
+    elif protocol == "messages":
         url, headers = "/alt/v1/messages", {"x-api-key": key, "alt-version": "2023-06-01"}
         body = {"model": wire.model, "max_tokens": 32,
                 "messages": [{"role": "user", "content": [{"type": "text", "text": "hello there"}]}]}
+    else:
+        url, headers = "/v1/responses", {"authorization": f"Bearer {key}"}
+        body = {"model": wire.model, "input": "hello there", "max_output_tokens": 32, "store": False}
     if stream:
         body["stream"] = True
     async with httpx.AsyncClient(base_url=setup.gw.url, timeout=30) as client:
@@ -190,8 +205,21 @@ def stream_outcome(protocol: str, text: str) -> str | None:
         errors = [orjson.loads(d)["error"] for _, d in events[:-1] if d.startswith('{"error"')]
         if errors:
             assert events[-2][1].startswith('{"error"'), "the error frame must come right before [DONE]"
-            return errors[-1]["code"]
+            # the gateway's own error frame has the 7.5 type as `code`; an upstream's, its own names
+            return errors[-1]["code"] or errors[-1].get("type") or "error"
         assert any('"finish_reason":"' in d for _, d in events)
+        return None
+    if protocol == "responses":
+        names = [name for name, _ in events if name is not None]
+        assert names and names[0] == "response.created", text[:300]
+        name, data = events[-1]
+        payload = orjson.loads(data)
+        if name == "error":  # pass-through: the vendor's error event, numbered after the upstream's
+            assert payload["sequence_number"] > 0
+            return payload.get("code") or payload["error"]["code"]
+        if name == "response.failed":
+            return payload["response"]["error"]["code"]
+        assert name == "response.completed", f"Responses stream does not end with its terminal event: {text[-300:]!r}"
         return None
     name, data = events[-1]
     if name == "error":
@@ -202,6 +230,15 @@ def stream_outcome(protocol: str, text: str) -> str | None:
     return None
 
 
+def protocol_error_name(protocol: str, error_code: str) -> str:
+    """How the client protocol names a 7.5 error type in its error event."""
+    if protocol == "chat":
+        return error_code
+    if protocol == "messages":
+        return vendor_error_type(error_code)
+    return error_object(error_code, "")["code"]
+
+
 def assert_answer(protocol: str, resp: httpx.Response) -> None:
     assert resp.status_code == 200, resp.text[:500]
     body = resp.json()
@@ -209,18 +246,34 @@ def assert_answer(protocol: str, resp: httpx.Response) -> None:
         assert body["choices"][0]["message"]["role"] == "assistant"
         assert isinstance(body["choices"][0]["message"]["content"], str)
         assert body["choices"][0]["finish_reason"]
-    else:
+    elif protocol == "messages":
         assert body["type"] == "message" and body["role"] == "assistant"
         assert body["content"] and body["stop_reason"]
+    else:
+        Response.model_validate(body)
+        assert body["status"] == "completed" and body["output"]
+
+
+def _converted_protocol(fault: Fault, wire: str) -> str:
+    """The one client protocol a fault before the first byte is asked through on a conversion
+    route of this wire, rotating over faults and wires."""
+    converting = [p for p in PROTOCOLS if PASS_THROUGH[p] != wire]
+    return converting[(FAULTS.index(fault) + WIRE_NAMES.index(wire)) % len(converting)]
+
+
+def _asked(fault: Fault, protocol: str, wire: str) -> bool:
+    return fault.after_first_byte or PASS_THROUGH[protocol] == wire or protocol == _converted_protocol(fault, wire)
 
 
 CASES = [
     pytest.param(protocol, wire, stream, fault, id=f"{protocol}-{wire}-{'stream' if stream else 'whole'}-{fault.name}")
     for fault in FAULTS
-    for protocol in ("chat", "messages")
+    for protocol in PROTOCOLS
     for wire in WIRE_NAMES
     for stream in (False, True)
-    if (fault.streams if stream else fault.whole)
+    if (fault.streams if stream else fault.whole) and _asked(fault, protocol, wire)
+    # messages streams meet endless keep-alives in their own test (ping events on every route)
+    and not (fault.name == "endless_keepalives" and protocol == "messages")
 ]
 
 
@@ -253,10 +306,12 @@ async def test_fault_with_a_healthy_backup(setup: Setup, protocol: str, wire_nam
         expected = EXPECTED_AFTER_FIRST_BYTE[fault.name]
         if isinstance(expected, dict):
             expected = expected["pass-through" if passthrough else "conversion"]
-        if expected != "any":
+        if expected == "failed":  # the upstream's own error, classified by its wire
+            assert row.error_code is not None and outcome is not None, resp.text[-400:]
+        elif expected != "any":
             assert row.error_code == expected, resp.text[-400:]
-            if expected is not None:  # the messages wire names errors by its own types
-                assert outcome == (expected if protocol == "chat" else vendor_error_type(expected))
+            if expected is not None:  # each protocol names errors its own way
+                assert outcome == protocol_error_name(protocol, expected)
         if fault.name == "endless_keepalives":
             assert APP_TIMEOUT <= took < APP_TIMEOUT + 3.0  # the stall limit (not a keep-alive tick later)
         return
@@ -274,6 +329,29 @@ async def test_fault_with_a_healthy_backup(setup: Setup, protocol: str, wire_nam
     # A hung or dripping primary is given up at the per-attempt limit: the backup answered within
     # the application's timeout, which the hang alone would have used up.
     assert took < APP_TIMEOUT + 1.0
+    if fault.name == "drip_body":  # cut at the body limit, not at the drip's end (~30 s) or the app timeout
+        assert BODY <= took < BODY + 1.0
+
+
+@pytest.mark.parametrize("wire_name", WIRE_NAMES)
+async def test_messages_streams_keep_alive_with_ping_events_on_every_route(setup: Setup, wire_name: str) -> None:
+    """An upstream that goes quiet after its first event (sending only its own keep-alives, SSE
+    comments where its wire has them) gets the messages client `ping` events, never SSE comments,
+    on pass-through as on conversion, until the stall limit ends the stream."""
+    reset(setup)
+    wire = setup.wires[wire_name]
+    assert wire.faulty is not None
+    wire.faulty.fault = "endless_keepalives"
+    try:
+        resp = await call(setup, "messages", wire, True, setup.key_with_backup)
+    finally:
+        wire.faulty.fault = None
+    assert resp.status_code == 200
+    assert not [line for line in resp.text.split("\n") if line.startswith(":")], resp.text[:500]
+    pings = [e for e in sse_events(resp.text) if e[0] == "ping"]
+    # keep-alives every 0.2 s over the 1.5 s stall limit (the first event is the upstream's ping where it sends one)
+    assert len(pings) >= 3 and all(orjson.loads(data) == {"type": "ping"} for _, data in pings)
+    assert stream_outcome("messages", resp.text) == vendor_error_type("TIMEOUT_ERROR")
 
 
 EXPECTED_AFTER_FIRST_BYTE: dict[str, Any] = {
@@ -283,22 +361,29 @@ EXPECTED_AFTER_FIRST_BYTE: dict[str, Any] = {
     # Pass-through forwards the upstream's JSON events unread; a conversion decoder that cannot
     # use one ends the stream with UPSTREAM_ERROR (or skips a chunk it can ignore).
     "bad_chunk": {"pass-through": None, "conversion": "any"},
+    "error_event_mid_stream": "failed",
+    # Pass-through checks the framing (an event whose data is not JSON); conversion decoders read it.
+    "garbage_mid_stream": "UPSTREAM_ERROR",
 }
 
 ALONE = [
     pytest.param(protocol, wire, stream, fault, id=f"{protocol}-{wire}-{'stream' if stream else 'whole'}-{fault.name}")
     for fault in FAULTS
     if not fault.after_first_byte
-    for protocol in ("chat", "messages")
+    for protocol in PROTOCOLS
     for wire in ("openai-chat", "anthropic-messages", "gemini")
     for stream in (False, True)
     if (fault.streams if stream else fault.whole)
+    # the pass-through routes, and one conversion route per protocol (the envelope is the same)
+    and (PASS_THROUGH[protocol] == wire or wire == ("gemini" if protocol != "messages" else "openai-chat"))
+    and fault.name != "drip_body"
 ]
 
 EXPECTED_ALONE = {
     "html_200": "UPSTREAM_ERROR", "truncated_json_200": "UPSTREAM_ERROR", "invalid_json_200": "UPSTREAM_ERROR",
     "wrong_shape_200": "UPSTREAM_ERROR", "reset_before_headers": "NETWORK_ERROR",
     "hang_before_headers": "TIMEOUT_ERROR", "drip": "TIMEOUT_ERROR", "reset_mid_body": "NETWORK_ERROR",
+    "drip_body": "TIMEOUT_ERROR",
     "body_100mb": "UPSTREAM_ERROR", "garbage_stream": "UPSTREAM_ERROR", "event_16mb": "UPSTREAM_ERROR",
 }
 
