@@ -1,6 +1,6 @@
 """Soak: mixed traffic through one modelgate worker while one of its channels misbehaves.
 
-Phase 1 (`--minutes`): closed-loop clients send chat and messages calls, streamed and not,
+Phase 1 (`--minutes`): closed-loop clients send chat, messages and Responses calls, streamed and not,
 for a model served by a faulty channel (priority 0: a fault upstream in front of the fake,
 damaging a share of its answers with the faults of tests/faults) and a healthy one (priority 1).
 Reports calls made against call-log rows written (must be equal), answers by status, the 5xx
@@ -8,8 +8,14 @@ the gateway made itself (must be 0: every upstream fault is failed over to the h
 channel), and the worker's RSS sampled through the run (must stay flat).
 
 Phase 2 (`--streams`, default 5,000): that many streams of a 2 s upstream opened over 5 s on
-one worker; reports errors (an opened breaker would show as 503s), the added latency
-percentiles (total time minus the upstream's 2 s) and memory per in-flight stream.
+one worker; reports errors (an opened breaker would show as 503s), the calls that needed a
+second attempt and the breaker transitions (from the call log and resilience events: the
+breaker must stay closed), the added latency percentiles (total time minus the upstream's 2 s)
+and memory per in-flight stream. The fake upstream shares the machine's cores with the gateway
+and the clients, so its accept queue and first bytes can lag far behind a real provider's:
+this phase gives each attempt `--attempt-limit` seconds (60) to connect and to send its first
+event, instead of the 10 s / 30 s defaults, so what it measures is the gateway holding the
+streams, not the fake upstream's share of a starved CPU.
 
 Loopback only; every process is ours and stopped by its pid; the run stops by itself.
     .venv/bin/python -m bench.soak --minutes 2 --streams 5000
@@ -21,6 +27,7 @@ import argparse
 import asyncio
 import random
 import resource
+import sqlite3
 import sys
 import tempfile
 import time
@@ -97,7 +104,8 @@ async def configure(env: dict[str, str], healthy: str, faulty: str) -> str:
         await db.dispose()
 
 
-def start_gateway(data_dir: Path, healthy: str, faulty: str, log_dir: Path) -> tuple[Any, int, str]:
+def start_gateway(data_dir: Path, healthy: str, faulty: str, log_dir: Path,
+                  extra_env: dict[str, str] | None = None) -> tuple[Any, int, str]:
     port = free_port()
     config = data_dir / "soak.yaml"
     config.write_text("# settings come from the environment\n")
@@ -107,6 +115,7 @@ def start_gateway(data_dir: Path, healthy: str, faulty: str, log_dir: Path) -> t
         "GATEWAY_RATE_LIMIT_CAPACITY": "1000000000", "GATEWAY_RATE_LIMIT_REFILL_PER_SECOND": "1000000000",
         # The faulty channel keeps its share of the traffic instead of cooling down after a fault.
         "GATEWAY_FAILOVER_COOLDOWN_SECONDS": "0",
+        **(extra_env or {}),
     }
     key = asyncio.run(configure(env, healthy, faulty))
     proc = spawn("modelgate-soak", [str(Path(PYTHON).parent / "modelgate"), "serve"], None, log_dir, env, data_dir)
@@ -118,13 +127,21 @@ def bodies(key: str) -> list[tuple[str, dict[str, str], bytes]]:
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 32}
     messages = {"model": MODEL, "max_tokens": 32, "messages": [{"role": "user", "content": "Say hello."}]}
     auth = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    responses = {"model": MODEL, "input": "Say hello.", "max_output_tokens": 32, "store": False}
     alt = {"x-api-key": key, "alt-version": "2023-06-01", "content-type": "application/json"}
     return [
         ("/v1/chat/completions", auth, orjson.dumps(chat)),
         ("/v1/chat/completions", auth, orjson.dumps({**chat, "stream": True})),
         ("/alt/v1/messages", alt, orjson.dumps(messages)),
         ("/alt/v1/messages", alt, orjson.dumps({**messages, "stream": True})),
+        ("/v1/responses", auth, orjson.dumps(responses)),
+        ("/v1/responses", auth, orjson.dumps({**responses, "stream": True})),
     ]
+
+
+# How each protocol's stream ends when it broke: chat's error frame, messages' and the Responses
+# API's `error` event, the Responses API's `response.failed`.
+BROKEN = (b'data: {"error"', b"event: error", b"event: response.failed")
 
 
 async def mixed_traffic(url: str, key: str, pid: int, seconds: float, concurrency: int) -> dict[str, Any]:
@@ -144,7 +161,7 @@ async def mixed_traffic(url: str, key: str, pid: int, seconds: float, concurrenc
             async with session.post(url + path, data=body, headers=headers) as resp:
                 data = await resp.read()
                 statuses[resp.status] = statuses.get(resp.status, 0) + 1
-                if resp.status == 200 and b'"stream":true' in body and (b'"error"' in data or b"event: error" in data):
+                if resp.status == 200 and b'"stream":true' in body and any(mark in data for mark in BROKEN):
                     broken_streams += 1
 
     async def sample() -> None:
@@ -203,12 +220,23 @@ async def many_streams(url: str, key: str, pid: int, n: int, ramp: float) -> dic
             "kb_per_in_flight_stream": round((peak - idle) * 1024 / n, 1)}
 
 
+def attempt_figures(data_dir: Path) -> dict[str, Any]:
+    """Calls that needed more than one attempt, and the breaker transitions recorded."""
+    with sqlite3.connect(data_dir / "modelgate.db") as conn:
+        retried = conn.execute("SELECT COUNT(*) FROM call_log WHERE attempts > 1").fetchone()[0]
+        events = dict(conn.execute("SELECT event_type, COUNT(*) FROM resilience_events GROUP BY event_type").fetchall())
+    return {"calls_with_more_than_one_attempt": retried, "resilience_events": events,
+            "breaker_opened": events.get("BREAKER_OPENED", 0)}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=2.0, help="length of the mixed-traffic phase")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--fault-share", type=float, default=0.3, help="share of the faulty channel's answers damaged")
     parser.add_argument("--streams", type=int, default=5000, help="0 skips the in-flight streams phase")
+    parser.add_argument("--attempt-limit", type=float, default=60.0,
+                        help="phase 2: seconds each attempt may take to connect and to send its first event")
     args = parser.parse_args(argv)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the client holds one socket per stream
@@ -238,11 +266,14 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(phase_one())
         if args.streams:
             (log_dir / "streams").mkdir()
-            proc, port, key = start_gateway(log_dir / "streams", slow.url, slow.url, log_dir)
+            limit = str(args.attempt_limit)
+            proc, port, key = start_gateway(log_dir / "streams", slow.url, slow.url, log_dir, {
+                "UPSTREAM_CONNECT_TIMEOUT_SECONDS": limit, "UPSTREAM_STREAM_FIRST_BYTE_TIMEOUT_SECONDS": limit})
             procs.append(proc)
             report["in_flight"] = asyncio.run(many_streams(f"http://127.0.0.1:{port}", key, proc.popen.pid,
                                                            args.streams, 5.0))
             proc.stop()
+            report["in_flight"].update(attempt_figures(log_dir / "streams"), attempt_limit_s=args.attempt_limit)
     finally:
         for proc in procs:
             if proc is not None and proc.alive():
