@@ -411,8 +411,9 @@ async def test_content_arrays_of_text_parts_become_text_blocks_on_conversion(gat
     assert resp.choices[0].message.content == "Echo: hello there"
     sent = anthropic_upstream.last.json()
     assert sent["system"] == [{"type": "text", "text": "be brief"}, {"type": "text", "text": "be kind"}]
-    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"},
-                                                            {"type": "text", "text": "there"}]}]
+    # A part's cache_control (OpenRouter's convention) is a cache breakpoint the vendor takes as sent.
+    assert sent["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "hello"}, {"type": "text", "text": "there", "cache_control": {"type": "ephemeral"}}]}]
 
 
 @pytest.mark.parametrize("stream", [False, True])

@@ -235,7 +235,7 @@ def test_images_thinking_and_documents():
     assert ir.messages[0].parts == [
         ImagePart(data="QUJD", media_type="image/jpeg"), ImagePart(url="https://e/x.png"), TextPart("doc text"),
     ]
-    assert ir.messages[1].parts == [ThinkingPart("think", "sig"), TextPart("answer")]
+    assert ir.messages[1].parts == [ThinkingPart("think", "sig"), ThinkingPart("", redacted="opaque"), TextPart("answer")]
     assert len(ir.messages) == 3  # the empty final prefill adds nothing
 
 

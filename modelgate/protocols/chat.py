@@ -12,6 +12,7 @@ import orjson
 from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols import sse
 from modelgate.protocols.base import Headers, bearer_token
+from modelgate.protocols.messages import cache_mark
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -118,9 +119,11 @@ def _validate_text_parts(where: str, parts: list[Any]) -> None:
 
 
 def text_parts(content: str | list[dict[str, Any]] | None) -> list[TextPart]:
-    """A validated chat content as IR text parts: one per array part, one for a string."""
+    """A validated chat content as IR text parts: one per array part, one for a string. Some
+    clients mark parts with the messages protocol's `cache_control` (OpenRouter's convention):
+    kept as cache marks for upstreams that take them."""
     if isinstance(content, list):
-        return [TextPart(part["text"]) for part in content]
+        return [TextPart(part["text"], cache_mark(part)) for part in content]
     return [TextPart(content)] if isinstance(content, str) else []
 
 
@@ -300,12 +303,16 @@ class ChatCodec:
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         system: list[str] = []
+        system_cache: dict[int, str] = {}
         messages: list[Message] = []
         for message in body["messages"]:
             role = message["role"]
             content = message.get("content")
             if role in ("system", "developer"):
-                system.extend(part.text for part in text_parts(content))
+                for part in text_parts(content):
+                    if part.cache:
+                        system_cache[len(system)] = part.cache
+                    system.append(part.text)
             elif role == "user":
                 messages.append(Message("user", text_parts(content)))
             elif role == "assistant":
@@ -336,6 +343,7 @@ class ChatCodec:
             model=body["model"],
             messages=messages,
             system=system,
+            system_cache=system_cache,
             max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
             temperature=body.get("temperature"),
             top_p=body.get("top_p"),
@@ -348,6 +356,7 @@ class ChatCodec:
             presence_penalty=body.get("presence_penalty"),
             user=body.get("user"),
             stream=bool(body.get("stream")),
+            reasoning_effort=effort if isinstance(effort := body.get("reasoning_effort"), str) else None,
         )
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:

@@ -18,9 +18,16 @@ from typing import Any, Literal, Union
 StopReason = Literal["stop", "length", "tool_calls", "stop_sequence", "content_filter", "error"]
 
 
+# Prompt caching: a part, tool or system entry with `cache` set is a cache breakpoint (messages
+# `cache_control`, Bedrock `cachePoint`): the prompt up to and including it may be cached. The value
+# is the lifetime the client asked for ("5m" when it named none, or "1h").
+CacheMark = Union[str, None]
+
+
 @dataclass(slots=True)
 class TextPart:
     text: str
+    cache: CacheMark = None
 
 
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.S)
@@ -33,6 +40,7 @@ class ImagePart:
     url: str | None = None
     data: str | None = None
     media_type: str | None = None
+    cache: CacheMark = None
 
     def inline(self) -> tuple[str, str] | None:
         """(media type, base64 data) of an inline image, given as data or as a `data:` URL."""
@@ -48,10 +56,27 @@ class ImagePart:
 
 @dataclass(slots=True)
 class ThinkingPart:
-    """Model reasoning (messages `thinking` blocks, chat `reasoning_content`)."""
+    """Model reasoning (messages `thinking` blocks, chat `reasoning_content`).
+
+    `signature` proves the text came from the model that made it; only that model's wire takes it
+    back (`vendor_signature`). `redacted`: reasoning the vendor encrypted (messages
+    `redacted_thinking.data`, Bedrock `reasoningContent.redactedContent`), opaque, with no text."""
 
     text: str
     signature: str | None = None
+    redacted: str | None = None
+
+
+# Signatures of other models' reasoning carry a prefix naming their producer (Gemini's
+# `gemini:`); an unprefixed signature is the messages vendor's (its own API, Bedrock and Vertex
+# Claude accept each other's: one model family signs them).
+FOREIGN_SIGNATURE = re.compile(r"[a-z]+:")
+
+
+def vendor_signature(part: ThinkingPart) -> str | None:
+    """The signature of thinking the messages vendor's models produced, else None."""
+    sig = part.signature
+    return sig if sig and not FOREIGN_SIGNATURE.match(sig) else None
 
 
 @dataclass(slots=True)
@@ -59,6 +84,7 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # JSON text, exactly as produced by the model
+    cache: CacheMark = None
 
 
 @dataclass(slots=True)
@@ -66,6 +92,7 @@ class ToolResult:
     tool_call_id: str
     content: list[TextPart | ImagePart]
     is_error: bool = False
+    cache: CacheMark = None
 
 
 Part = Union[TextPart, ImagePart, ThinkingPart, ToolCall, ToolResult]
@@ -91,6 +118,7 @@ class Tool:
     name: str
     description: str | None
     parameters: dict[str, Any]
+    cache: CacheMark = None
 
 
 @dataclass(slots=True)
@@ -130,6 +158,7 @@ class ChatRequest:
     model: str
     messages: list[Message]
     system: list[str] = field(default_factory=list)
+    system_cache: dict[int, str] = field(default_factory=dict)  # index in `system` -> its CacheMark
     max_tokens: int | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -147,6 +176,8 @@ class ChatRequest:
     reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh (Responses `reasoning.effort`)
     # Effort derived from a messages client's thinking budget or effort: sent only to reasoning models.
     thinking_effort: Literal["low", "medium", "high"] | None = None
+    # A messages client's thinking budget in tokens (`thinking.budget_tokens`); 0: it turned thinking off.
+    thinking_budget: int | None = None
     # The target is a reasoning model (set per model instance); None: the wire format decides by name.
     reasoning_model: bool | None = None
 
@@ -156,13 +187,27 @@ class ChatRequest:
         if not any(m.role == "system" for m in self.messages):
             return self
         system = list(self.system)
+        system_cache = dict(self.system_cache)
         messages: list[Message] = []
         for message in self.messages:
             if message.role == "system":
-                system.extend(p.text for p in message.parts if isinstance(p, TextPart))
+                for part in message.parts:
+                    if isinstance(part, TextPart):
+                        if part.cache:
+                            system_cache[len(system)] = part.cache
+                        system.append(part.text)
             else:
                 messages.append(message)
-        return dataclasses.replace(self, system=system, messages=messages)
+        return dataclasses.replace(self, system=system, system_cache=system_cache, messages=messages)
+
+    def thinking_wanted(self) -> bool | None:
+        """Whether the client asked for model reasoning: True (a budget, an effort), False (it
+        turned it off: budget 0, effort `none`), None (it said nothing: the model's default)."""
+        if self.thinking_budget == 0 or self.reasoning_effort == "none":
+            return False
+        if self.thinking_budget or self.thinking_effort or self.reasoning_effort:
+            return True
+        return None
 
 
 @dataclass(slots=True)
@@ -197,6 +242,7 @@ class TextDelta:
 class ThinkingDelta:
     text: str
     signature: str | None = None
+    redacted: str | None = None  # a whole redacted block (ThinkingPart.redacted), never split
 
 
 @dataclass(slots=True)

@@ -341,11 +341,11 @@ _CLIENT_TOOLS = (
 def _ir_tool(tool: dict[str, Any], where: str) -> Tool | None:
     """The IR form of a tool definition; None for a vendor server tool (only the vendor runs it)."""
     if _is_custom_tool(tool):
-        return Tool(tool["name"], tool.get("description"), tool["input_schema"])
+        return Tool(tool["name"], tool.get("description"), tool["input_schema"], cache_mark(tool))
     kind = str(tool.get("type"))
     for pattern, description, schema in _CLIENT_TOOLS:
         if pattern.fullmatch(kind):
-            return Tool(tool["name"], description, schema)
+            return Tool(tool["name"], description, schema, cache_mark(tool))
     if kind.startswith("computer_"):
         raise _bad(f"{where}: the vendor's computer-use tool ({kind}) needs a model served over the messages "
                    "protocol; declare it as a custom tool with an input_schema for other models")
@@ -442,18 +442,33 @@ def check_version(headers: Headers) -> None:
 # --- decoding into the IR ---------------------------------------------------
 
 
-def _image_part(source: dict[str, Any]) -> ImagePart:
+def cache_mark(block: Any) -> str | None:
+    """The IR cache mark of a block's `cache_control` (`{type: ephemeral, ttl?}`), else None."""
+    control = block.get("cache_control") if isinstance(block, dict) else None
+    if not isinstance(control, dict) or control.get("type") != "ephemeral":
+        return None
+    ttl = control.get("ttl")
+    return ttl if isinstance(ttl, str) and ttl else "5m"
+
+
+def cache_control(mark: str) -> dict[str, str]:
+    """The vendor's `cache_control` for an IR cache mark (the default lifetime is not spelled out)."""
+    return {"type": "ephemeral"} if mark == "5m" else {"type": "ephemeral", "ttl": mark}
+
+
+def _image_part(block: dict[str, Any]) -> ImagePart:
+    source = block["source"]
     if source.get("type") == "url":
-        return ImagePart(url=source["url"])
-    return ImagePart(data=source["data"], media_type=source["media_type"])
+        return ImagePart(url=source["url"], cache=cache_mark(block))
+    return ImagePart(data=source["data"], media_type=source["media_type"], cache=cache_mark(block))
 
 
 def _document_part(block: dict[str, Any], where: str) -> TextPart:
     source = block["source"]
     if source.get("type") == "text" and isinstance(source.get("data"), str):
-        return TextPart(source["data"])
+        return TextPart(source["data"], cache_mark(block))
     if source.get("type") == "content" and isinstance(source.get("content"), str):
-        return TextPart(source["content"])
+        return TextPart(source["content"], cache_mark(block))
     # PDFs and file references have no form in the IR (nor in chat completions).
     raise _bad(f"{where}: document blocks other than plain text need a model served over the messages protocol")
 
@@ -467,9 +482,9 @@ def _result_content(content: Any, where: str) -> list[TextPart | ImagePart]:
     for j, block in enumerate(content):
         kind = block["type"]
         if kind == "text":
-            parts.append(TextPart(block["text"]))
+            parts.append(TextPart(block["text"], cache_mark(block)))
         elif kind == "image":
-            parts.append(_image_part(block["source"]))
+            parts.append(_image_part(block))
         elif kind == "document":
             parts.append(_document_part(block, f"{where}.{j}"))
     return parts
@@ -479,8 +494,8 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
     role = msg["role"]
     content = msg["content"]
     if role == "system":  # a mid-conversation system entry (validated under its beta)
-        texts = [content] if isinstance(content, str) else [b["text"] for b in content]
-        return [Message("system", [TextPart(t) for t in texts if t])]
+        blocks = [{"text": content}] if isinstance(content, str) else content
+        return [Message("system", [TextPart(b["text"], cache_mark(b)) for b in blocks if b["text"]])]
     if isinstance(content, str):
         # An empty string is only valid as a final assistant prefill, which adds nothing.
         return [Message(role, [TextPart(content)])] if content else []
@@ -498,23 +513,26 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
         where = f"messages.{i}.content.{j}"
         kind = block["type"]
         if kind == "text":
-            add(role, TextPart(block["text"]))
+            add(role, TextPart(block["text"], cache_mark(block)))
         elif kind == "image":
-            add(role, _image_part(block["source"]))
+            add(role, _image_part(block))
         elif kind == "document":
             add(role, _document_part(block, where))
         elif kind == "tool_use":
-            add(role, ToolCall(block["id"], block["name"], orjson.dumps(block["input"]).decode()))
+            add(role, ToolCall(block["id"], block["name"], orjson.dumps(block["input"]).decode(), cache_mark(block)))
         elif kind == "tool_result":
             result = ToolResult(
                 block["tool_use_id"],
                 _result_content(block.get("content"), f"{where}.content"),
                 bool(block.get("is_error", False)),
+                cache_mark(block),
             )
             add("tool", result)
         elif kind == "thinking":
             add(role, ThinkingPart(block["thinking"], block.get("signature")))
-        # redacted_thinking and server-tool blocks have no IR form: dropped.
+        elif kind == "redacted_thinking":
+            add(role, ThinkingPart("", redacted=block["data"]))
+        # Server-tool blocks have no IR form: dropped.
     return out
 
 
@@ -549,12 +567,37 @@ def reasoning_effort(body: dict[str, Any]) -> str | None:
     return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
 
 
+def thinking_budget(body: dict[str, Any]) -> int | None:
+    """`thinking` as an IR budget: `enabled` its budget_tokens, `adaptive` -1 (the model decides),
+    `disabled` 0; None when the request does not say."""
+    thinking = body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    if kind == "enabled" and _is_int(thinking.get("budget_tokens")) and thinking["budget_tokens"] > 0:
+        return thinking["budget_tokens"]
+    return {"adaptive": -1, "disabled": 0}.get(kind)  # type: ignore[arg-type]
+
+
+def thinking_field(budget: int | None) -> dict[str, Any] | None:
+    """The vendor's `thinking` request field for an IR budget (the inverse of `thinking_budget`);
+    Bedrock's and Vertex's Claude models take it too."""
+    if budget is None:
+        return None
+    if budget < 0:
+        return {"type": "adaptive"}
+    return {"type": "enabled", "budget_tokens": budget} if budget else {"type": "disabled"}
+
+
 def to_ir(body: dict[str, Any]) -> ChatRequest:
     system = body.get("system")
+    system_cache: dict[int, str] = {}
     if isinstance(system, str):
         system_list = [system] if system else []
     else:
-        system_list = [b["text"] for b in system or []]
+        system_list = []
+        for block in system or []:
+            if (mark := cache_mark(block)) is not None:
+                system_cache[len(system_list)] = mark
+            system_list.append(block["text"])
     messages: list[Message] = []
     for i, msg in enumerate(body["messages"]):
         messages.extend(_decode_message(i, msg))
@@ -564,6 +607,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         model=body["model"],
         messages=messages,
         system=system_list,
+        system_cache=system_cache,
         max_tokens=body.get("max_tokens"),  # absent on count_tokens
         temperature=body.get("temperature"),
         top_p=body.get("top_p"),
@@ -574,6 +618,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         user=metadata.get("user_id"),
         stream=bool(body.get("stream", False)),
         thinking_effort=reasoning_effort(body),  # type: ignore[arg-type]
+        thinking_budget=thinking_budget(body),
     )
 
 
@@ -606,7 +651,10 @@ def encode_response(resp: ChatResponse, model: str) -> bytes:
             if part.text:
                 content.append({"type": "text", "text": part.text})
         elif isinstance(part, ThinkingPart):
-            content.append({"type": "thinking", "thinking": part.text, "signature": part.signature or ""})
+            if part.redacted is not None:
+                content.append({"type": "redacted_thinking", "data": part.redacted})
+            else:
+                content.append({"type": "thinking", "thinking": part.text, "signature": part.signature or ""})
         elif isinstance(part, ToolCall):
             content.append({"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part.arguments)})
     body = {
@@ -723,7 +771,7 @@ class MessagesStreamEncoder:
         if isinstance(event, TextDelta):
             return ("text", -1)
         if isinstance(event, ThinkingDelta):
-            return ("thinking", -1)
+            return ("redacted" if event.redacted is not None else "thinking", -1)
         return ("tool", event.index)  # type: ignore[union-attr]
 
     def _args_complete(self) -> bool:
@@ -752,7 +800,8 @@ class MessagesStreamEncoder:
         target = self._target(event)
         if isinstance(event, ToolCallDelta) and event.index in self._closed_tools:
             return  # the call's JSON was already complete; a vendor block cannot reopen
-        if target == self._open and not isinstance(event, ToolCallStart):
+        # A tool call and a redacted block each open a block of their own.
+        if target == self._open and not (isinstance(event, ToolCallStart) or target[0] == "redacted"):
             self._delta(event, out)
         elif not self._queue and self._can_switch(force):
             self._close(out)
@@ -776,12 +825,14 @@ class MessagesStreamEncoder:
         if isinstance(event, ToolCallStart):
             block: dict[str, Any] = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
             self._args = []
+        elif isinstance(event, ThinkingDelta) and event.redacted is not None:
+            block = {"type": "redacted_thinking", "data": event.redacted}  # whole at its start, as the vendor sends it
         elif isinstance(event, ThinkingDelta):
             block = {"type": "thinking", "thinking": "", "signature": ""}
         else:
             block = {"type": "text", "text": ""}
         out.append(sse_frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
-        if not isinstance(event, ToolCallStart):
+        if not isinstance(event, ToolCallStart) and block["type"] != "redacted_thinking":
             self._delta(event, out)
 
     def _delta(self, event: StreamEvent, out: list[bytes]) -> None:

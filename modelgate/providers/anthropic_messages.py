@@ -46,10 +46,13 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    vendor_signature,
 )
 from modelgate.protocols.messages import (
     NATIVE_WIRE,
     STOP_FROM_VENDOR,
+    cache_control,
+    thinking_field,
     tool_input,
     usage_from_vendor,
 )
@@ -104,21 +107,28 @@ def _headers(endpoint: Endpoint, client_headers: Mapping[str, str] | None = None
 # --- IR -> vendor request -------------------------------------------------------
 
 
+def _cached(block: dict[str, Any], mark: str | None) -> dict[str, Any]:
+    if mark:
+        block["cache_control"] = cache_control(mark)
+    return block
+
+
 def _image_block(part: ImagePart) -> dict[str, Any]:
     if part.data is not None:
-        return {"type": "image", "source": {"type": "base64", "media_type": part.media_type or "image/png", "data": part.data}}
-    url = part.url or ""
-    if url.startswith("data:") and ";base64," in url:
+        source = {"type": "base64", "media_type": part.media_type or "image/png", "data": part.data}
+    elif (part.url or "").startswith("data:") and ";base64," in (part.url or ""):
         # A data URL from a chat client: the vendor takes it as base64 source.
-        header, _, data = url.partition(";base64,")
-        return {"type": "image", "source": {"type": "base64", "media_type": header[5:] or "image/png", "data": data}}
-    return {"type": "image", "source": {"type": "url", "url": url}}
+        header, _, data = (part.url or "").partition(";base64,")
+        source = {"type": "base64", "media_type": header[5:] or "image/png", "data": data}
+    else:
+        source = {"type": "url", "url": part.url or ""}
+    return _cached({"type": "image", "source": source}, part.cache)
 
 
 def _result_block(part: ToolResult) -> dict[str, Any]:
     block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
     content = [
-        {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_block(p)
+        _cached({"type": "text", "text": p.text}, p.cache) if isinstance(p, TextPart) else _image_block(p)
         for p in part.content
         if not (isinstance(p, TextPart) and not p.text)
     ]
@@ -126,7 +136,7 @@ def _result_block(part: ToolResult) -> dict[str, Any]:
         block["content"] = content
     if part.is_error:
         block["is_error"] = True
-    return block
+    return _cached(block, part.cache)
 
 
 def _blocks(message: Message) -> list[dict[str, Any]]:
@@ -134,15 +144,20 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     for part in message.parts:
         if isinstance(part, TextPart):
             if part.text:
-                blocks.append({"type": "text", "text": part.text})
+                blocks.append(_cached({"type": "text", "text": part.text}, part.cache))
         elif isinstance(part, ImagePart):
             blocks.append(_image_block(part))
         elif isinstance(part, ThinkingPart):
-            # Only the vendor's own signed thinking can be sent back to it.
-            if part.signature and message.role == "assistant":
-                blocks.append({"type": "thinking", "thinking": part.text, "signature": part.signature})
+            # Only the vendor's own signed (or encrypted) thinking can be sent back to it.
+            if message.role != "assistant":
+                continue
+            if part.redacted is not None:
+                blocks.append({"type": "redacted_thinking", "data": part.redacted})
+            elif (signature := vendor_signature(part)) is not None:
+                blocks.append({"type": "thinking", "thinking": part.text, "signature": signature})
         elif isinstance(part, ToolCall):
-            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": tool_input(part.arguments)})
+            blocks.append(_cached({"type": "tool_use", "id": part.id, "name": part.name,
+                                   "input": tool_input(part.arguments)}, part.cache))
         elif isinstance(part, ToolResult):
             blocks.append(_result_block(part))
     return blocks
@@ -166,14 +181,14 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         "max_tokens": req.max_tokens or DEFAULT_MAX_TOKENS,
         "messages": messages,
     }
-    system = [s for s in req.system if s]
+    system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system) if s]
     instruction = _json_instruction(req.response_format)
     if instruction:
-        system.append(instruction)
-    if len(system) == 1:
-        body["system"] = system[0]
+        system.append({"type": "text", "text": instruction})
+    if len(system) == 1 and "cache_control" not in system[0]:
+        body["system"] = system[0]["text"]
     elif system:
-        body["system"] = [{"type": "text", "text": s} for s in system]
+        body["system"] = system
     if req.temperature is not None:
         body["temperature"] = min(1.0, max(0.0, req.temperature))
     if req.top_p is not None:
@@ -184,15 +199,17 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         body["stop_sequences"] = list(req.stop)
     if req.tools:
         body["tools"] = [
-            {
+            _cached({
                 "name": t.name,
                 **({"description": t.description} if t.description else {}),
                 "input_schema": t.parameters or {"type": "object", "properties": {}},
-            }
+            }, t.cache)
             for t in req.tools
         ]
         if req.tool_choice is not None:
             body["tool_choice"] = _tool_choice(req)
+    if (thinking := thinking_field(req.thinking_budget)) is not None:
+        body["thinking"] = thinking
     if req.user:
         body["metadata"] = {"user_id": req.user}
     if req.stream:
@@ -244,6 +261,8 @@ def parse_message(data: dict[str, Any]) -> ChatResponse:
             parts.append(TextPart(block.get("text") or ""))
         elif kind == "thinking":
             parts.append(ThinkingPart(block.get("thinking") or "", block.get("signature")))
+        elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            parts.append(ThinkingPart("", redacted=block["data"]))
         elif kind == "tool_use":
             parts.append(ToolCall(block["id"], block["name"], orjson.dumps(block.get("input") or {}).decode()))
     return ChatResponse(
@@ -377,6 +396,8 @@ class AnthropicStreamDecoder:
             out.append(TextDelta(block["text"]))
         elif kind == "thinking" and (block.get("thinking") or block.get("signature")):
             out.append(ThinkingDelta(block.get("thinking") or "", block.get("signature") or None))
+        elif kind == "redacted_thinking" and isinstance(block.get("data"), str):
+            out.append(ThinkingDelta("", redacted=block["data"]))
         elif kind == "tool_use":
             index = len(self._tools)
             self._tools[payload.get("index", -1)] = index

@@ -52,7 +52,9 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    vendor_signature,
 )
+from modelgate.protocols.messages import thinking_field
 from modelgate.protocols.sse import unreadable_event
 from modelgate.providers.base import (
     Endpoint,
@@ -61,7 +63,6 @@ from modelgate.providers.base import (
     retry_after_seconds,
 )
 from modelgate.providers.credentials import AwsChain, source_for
-from modelgate.providers.gemini import SIGNATURE_PREFIX as GEMINI_SIGNATURE_PREFIX
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
@@ -141,12 +142,19 @@ def _input(arguments: str) -> Any:
     return value if isinstance(value, dict) else {}
 
 
-def _blocks(msg: Message) -> list[dict[str, Any]]:
+def _cache_point(mark: str) -> dict[str, Any]:
+    # Converse's own default lifetime is 5 minutes, as the messages vendor's.
+    return {"cachePoint": {"type": "default"} if mark == "5m" else {"type": "default", "ttl": mark}}
+
+
+def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
+    """`caching`: the model takes cache points (Claude); a cached part is followed by one."""
     blocks: list[dict[str, Any]] = []
     for part in msg.parts:
         if isinstance(part, TextPart):
-            if part.text:
-                blocks.append({"text": part.text})
+            if not part.text:
+                continue
+            blocks.append({"text": part.text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
         elif isinstance(part, ToolCall):
@@ -157,11 +165,21 @@ def _blocks(msg: Message) -> list[dict[str, Any]]:
                 content.append({"text": p.text} if isinstance(p, TextPart) else _image(p))
             blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": ""}],
                                           "status": "error" if part.is_error else "success"}})
-        elif (isinstance(part, ThinkingPart) and part.signature and msg.role == "assistant"
-              and not part.signature.startswith(GEMINI_SIGNATURE_PREFIX)):
-            # Only signed reasoning (produced by Bedrock's Claude models) can be replayed.
-            blocks.append({"reasoningContent": {"reasoningText": {"text": part.text, "signature": part.signature}}})
+        elif isinstance(part, ThinkingPart) and msg.role == "assistant":
+            # Only reasoning Claude signed (or encrypted) can go back, byte for byte; other
+            # providers' reasoning is dropped, never sent as if signed.
+            if part.redacted is not None:
+                blocks.append({"reasoningContent": {"redactedContent": part.redacted}})
+            elif (signature := vendor_signature(part)) is not None:
+                blocks.append({"reasoningContent": {"reasoningText": {"text": part.text, "signature": signature}}})
+            continue
+        else:
+            continue
+        if caching and part.cache:
+            blocks.append(_cache_point(part.cache))
     return blocks
+
+
 
 
 def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any] | None = None
@@ -170,8 +188,9 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     `thinking`), sent as Converse's additionalModelRequestFields."""
     messages: list[dict[str, Any]] = []
     has_tool_blocks = False
+    claude = "anthropic." in model
     for msg in req.messages:
-        blocks = _blocks(msg)
+        blocks = _blocks(msg, claude)
         if not blocks:
             continue
         has_tool_blocks = has_tool_blocks or any("toolUse" in b or "toolResult" in b for b in blocks)
@@ -182,7 +201,12 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
             messages.append({"role": role, "content": blocks})
     body: dict[str, Any] = {"messages": messages}
     if req.system:
-        body["system"] = [{"text": s} for s in req.system]
+        system: list[dict[str, Any]] = []
+        for i, text in enumerate(req.system):
+            system.append({"text": text})
+            if claude and i in req.system_cache:
+                system.append(_cache_point(req.system_cache[i]))
+        body["system"] = system
     inference: dict[str, Any] = {}
     for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
         if value is not None:
@@ -192,16 +216,22 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     if inference:
         body["inferenceConfig"] = inference
     additional: dict[str, Any] = dict(extra_fields or {})
-    if req.top_k is not None and "anthropic." in model:
-        additional.setdefault("top_k", req.top_k)  # Claude's own request field; Converse has none
+    if claude:
+        if req.top_k is not None:
+            additional.setdefault("top_k", req.top_k)  # Claude's own request field; Converse has none
+        if (thinking := thinking_field(req.thinking_budget)) is not None:
+            additional["thinking"] = thinking  # the client's request wins over the provider's default
     if additional:
         body["additionalModelRequestFields"] = additional
     choice = req.tool_choice
     if req.tools and (not choice or choice.mode != "none" or has_tool_blocks):
-        config: dict[str, Any] = {"tools": [
-            {"toolSpec": {"name": t.name, "description": t.description or t.name, "inputSchema": {"json": t.parameters}}}
-            for t in req.tools
-        ]}
+        tools: list[dict[str, Any]] = []
+        for t in req.tools:
+            tools.append({"toolSpec": {"name": t.name, "description": t.description or t.name,
+                                       "inputSchema": {"json": t.parameters}}})
+            if claude and t.cache:
+                tools.append(_cache_point(t.cache))
+        config: dict[str, Any] = {"tools": tools}
         if choice and choice.mode == "required":
             config["toolChoice"] = {"any": {}}
         elif choice and choice.mode == "tool" and choice.name:
@@ -328,8 +358,12 @@ class BedrockAdapter:
                 parts.append(ToolCall(use.get("toolUseId", ""), use.get("name", ""),
                                       orjson.dumps(use.get("input") or {}).decode()))
             elif "reasoningContent" in block:
-                text = (block["reasoningContent"].get("reasoningText") or {})
-                parts.append(ThinkingPart(text.get("text", ""), text.get("signature")))
+                reasoning = block["reasoningContent"]
+                if "redactedContent" in reasoning:
+                    parts.append(ThinkingPart("", redacted=reasoning["redactedContent"]))
+                else:
+                    text = reasoning.get("reasoningText") or {}
+                    parts.append(ThinkingPart(text.get("text", ""), text.get("signature")))
         return ChatResponse(id="msg_bdrk_" + uuid.uuid4().hex[:24], model="", parts=parts,
                             stop_reason=stop_reason(data.get("stopReason")), usage=_usage(data.get("usage")))
 
@@ -451,7 +485,9 @@ class BedrockStreamDecoder:
                     out.append(ToolCallDelta(index, delta["toolUse"]["input"]))
             elif "reasoningContent" in delta:
                 reasoning = delta["reasoningContent"]
-                if reasoning.get("text") or reasoning.get("signature"):
+                if reasoning.get("redactedContent"):
+                    out.append(ThinkingDelta("", redacted=reasoning["redactedContent"]))
+                elif reasoning.get("text") or reasoning.get("signature"):
                     out.append(ThinkingDelta(reasoning.get("text", ""), reasoning.get("signature")))
         elif event == "messageStop":
             if not isinstance(data.get("stopReason"), str):  # required

@@ -98,6 +98,13 @@ _FINISH: dict[str, StopReason | ErrorType] = {
     "NO_IMAGE": ErrorType.UPSTREAM_ERROR,
     "OTHER": ErrorType.UPSTREAM_ERROR,
     "FINISH_REASON_UNSPECIFIED": ErrorType.UPSTREAM_ERROR,
+    "ESCALATION": "content_filter",  # filtered by an escalation rule
+    # The account is limited or disabled for Prohibited Use Policy violations: this key cannot
+    # serve (fail over), as with an account condition in an error status.
+    "PUP_LIMITED_DISABLED": ErrorType.AUTHENTICATION_ERROR,
+    # The per-request token limit stopped an unfinished answer (Gemini could continue it with a
+    # continuation token no client protocol carries): a length stop.
+    "CONTINUATION": "length",
 }
 
 
@@ -253,6 +260,28 @@ def thinking_config(options: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+# Google's own mapping of OpenAI reasoning efforts to thinking budgets (its OpenAI-compatible
+# endpoint, https://ai.google.dev/gemini-api/docs/openai): none turns thinking off.
+_EFFORT_BUDGET = {"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
+
+
+def request_thinking(req: ChatRequest, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` (from the provider options) with what the client's request asks for laid over it:
+    a messages budget as is (-1 dynamic, 0 off), else an effort by Google's table; thought
+    summaries are asked for when the client wants reasoning, unless the options say otherwise."""
+    budget = req.thinking_budget
+    if budget is None:
+        effort = req.reasoning_effort or req.thinking_effort
+        budget = _EFFORT_BUDGET.get(effort) if effort else None
+    if budget is None:
+        return config
+    config = {k: v for k, v in config.items() if k != "thinkingLevel"}  # one of level or budget only
+    config["thinkingBudget"] = budget
+    if budget:
+        config.setdefault("includeThoughts", True)
+    return config
+
+
 def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": _contents(req.messages)}
     if req.system:
@@ -279,7 +308,7 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> di
         schema = (fmt.get("json_schema") or {}).get("schema")
         if schema:
             gen["responseSchema"] = gemini_schema(schema)
-    thinking = thinking_config(options or {})
+    thinking = request_thinking(req, thinking_config(options or {}))
     if thinking:
         gen["thinkingConfig"] = thinking
     if gen:

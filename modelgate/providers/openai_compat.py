@@ -76,6 +76,7 @@ class CompatChatAdapter(OpenAIChatAdapter):
         body_options: tuple[str, ...] = (),
         sources: bool = False,
         clamp: Callable[[dict[str, Any]], None] | None = None,
+        thinking: Callable[[ChatRequest], dict[str, Any]] | None = None,
     ) -> None:
         self.renames = dict(renames or {})  # IR chat field -> the provider's name for it
         self.drop = drop  # fields the provider rejects
@@ -92,6 +93,7 @@ class CompatChatAdapter(OpenAIChatAdapter):
         self.body_options = body_options  # provider-record options sent as body fields of the same name
         self.sources = sources
         self.clamp = clamp  # brings sampling values into the range the provider accepts
+        self.thinking = thinking  # the provider's thinking switch as body fields, from the client's request
     def _adjust(self, body: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
         for name in self.body_options:
             if name in endpoint.options and name not in body:
@@ -110,8 +112,10 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return body
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = self._adjust(request_body(req, upstream_model, self.replay_reasoning,
-                                         self.reasoning(req, upstream_model)), endpoint)
+        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req, upstream_model))
+        if self.thinking is not None:
+            body.update(self.thinking(req))  # before the options: the client's request wins over their default
+        body = self._adjust(body, endpoint)
         return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint), orjson.dumps(body))
 
     def build_native_request(
@@ -153,6 +157,25 @@ class CompatChatAdapter(OpenAIChatAdapter):
         elif any(hint in message.lower() for hint in self.not_found_hints):
             error.error_type = ErrorType.MODEL_NOT_FOUND
         return error
+
+
+def thinking_type(req: ChatRequest) -> dict[str, Any]:
+    """Zhipu's and Moonshot's switch, `thinking: {type: enabled|disabled}`, when the client asked
+    (https://docs.z.ai/guides/capabilities/thinking-mode, https://platform.moonshot.ai/docs/guide/use-kimi-k2-thinking-model)."""
+    wanted = req.thinking_wanted()
+    return {} if wanted is None else {"thinking": {"type": "enabled" if wanted else "disabled"}}
+
+
+def dashscope_thinking(req: ChatRequest) -> dict[str, Any]:
+    """Qwen's switch on DashScope, `enable_thinking`, with a messages client's budget as
+    `thinking_budget` (https://www.alibabacloud.com/help/en/model-studio/deep-thinking)."""
+    wanted = req.thinking_wanted()
+    if wanted is None:
+        return {}
+    fields: dict[str, Any] = {"enable_thinking": wanted}
+    if wanted and req.thinking_budget and req.thinking_budget > 0:
+        fields["thinking_budget"] = req.thinking_budget
+    return fields
 
 
 def zhipu_sampling(body: dict[str, Any]) -> None:

@@ -25,7 +25,14 @@ from modelgate.providers.ollama import MODEL_OPTIONS as OLLAMA_MODEL_OPTIONS
 from modelgate.providers.ollama import TOP_LEVEL_OPTIONS as OLLAMA_TOP_LEVEL_OPTIONS
 from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter, OpenAIPlatformAdapter
-from modelgate.providers.openai_compat import CompatChatAdapter, minimax_sampling, mistral_tool_id, zhipu_sampling
+from modelgate.providers.openai_compat import (
+    CompatChatAdapter,
+    dashscope_thinking,
+    minimax_sampling,
+    mistral_tool_id,
+    thinking_type,
+    zhipu_sampling,
+)
 from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
 from modelgate.providers.vertex import VertexAdapter
 
@@ -149,7 +156,7 @@ KINDS: dict[str, ProviderKind] = {
         ProviderKind("moonshot", "Moonshot AI (Kimi)",
                      CompatChatAdapter(error_codes={"exceeded_current_quota_error": _QUOTA,
                                                     "content_filter": _INVALID},
-                                       replay_reasoning=True, body_options=("thinking",)),
+                                       replay_reasoning=True, body_options=("thinking",), thinking=thinking_type),
                      "https://api.moonshot.cn/v1", "https://platform.moonshot.cn/docs/api/chat",
                      base_url_note="international platform: https://api.moonshot.ai/v1"),
         ProviderKind("zhipu", "Zhipu AI (GLM)",
@@ -159,13 +166,14 @@ KINDS: dict[str, ProviderKind] = {
                          "1113": _QUOTA, "1211": _NOT_FOUND, "1301": _INVALID,
                          "1302": _RATE, "1303": _RATE, "1305": _RATE},
                          finish_reasons={"sensitive": "content_filter", "network_error": _UPSTREAM},
-                         clamp=zhipu_sampling, body_options=("thinking",)),
+                         clamp=zhipu_sampling, body_options=("thinking",), thinking=thinking_type),
                      "https://open.bigmodel.cn/api/paas/v4", "https://docs.bigmodel.cn/api-reference",
                      base_url_note="international platform: https://api.z.ai/api/paas/v4"),
         ProviderKind("dashscope", "Alibaba Cloud Model Studio (DashScope)",
                      CompatChatAdapter(error_codes={"Arrearage": _QUOTA, "data_inspection_failed": _INVALID,
                                                     "DataInspectionFailed": _INVALID},
-                                       body_options=("enable_thinking", "thinking_budget")),
+                                       body_options=("enable_thinking", "thinking_budget"),
+                                       thinking=dashscope_thinking),
                      "https://dashscope.aliyuncs.com/compatible-mode/v1",
                      "https://help.aliyun.com/zh/model-studio/compatibility-of-openai-with-dashscope",
                      base_url_note="international: https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),

@@ -10,6 +10,14 @@
   and `{"message": ...}`.
 - The "model" echoes the last user text, or calls the first tool with
   `tool_args` when tools are given and the last turn holds no toolResult.
+- Converse bodies are checked with botocore's ParamValidator on the bedrock-runtime service
+  model (a ValidationException otherwise) and kept in `bodies`.
+- Claude's extended thinking (`additionalModelRequestFields.thinking` enabled): the answer starts
+  with signed reasoning and a redacted block, streamed as reasoningContent text deltas, then a
+  `signature` delta, and a `redactedContent` delta, as Bedrock sends them. Reasoning replayed in an
+  assistant turn must be byte for byte what this fake issued (ValidationException otherwise).
+- Prompt caching: a body with a cachePoint reports `cacheWriteInputTokens` the first time its
+  prompt (tools, system, messages) up to the last cache point is seen, `cacheReadInputTokens` after.
 """
 
 from __future__ import annotations
@@ -25,6 +33,8 @@ from aiohttp import web
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
+from botocore.session import get_session
+from botocore.validate import ParamValidator
 
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
@@ -59,6 +69,9 @@ def exception(exception_type: str, message: str) -> bytes:
                         ":message-type": "exception"}, orjson.dumps({"message": message}))
 
 
+_SERVICE = get_session().get_service_model("bedrock-runtime")
+
+
 class FakeBedrock(FakeUpstream):
     def __init__(self, access_key: str = "AKIAFAKEEXAMPLE", secret_key: str = "fake/secret+key",
                  region: str = "eu-west-1", api_key: str = "ABSKfakeBedrockApiKey",
@@ -68,6 +81,9 @@ class FakeBedrock(FakeUpstream):
         self.models = list(models)
         self.tool_args: dict[str, Any] = {"city": "Paris"}
         self.stream_exception: tuple[str, str] | None = None  # (type, message) sent mid-stream instead of the end
+        self.bodies: list[dict[str, Any]] = []  # Converse bodies received, in order
+        self.issued: list[dict[str, Any]] = []  # reasoningContent blocks this fake produced
+        self._cached: set[bytes] = set()
 
     @property
     def base_url(self) -> str:
@@ -116,6 +132,36 @@ class FakeBedrock(FakeUpstream):
              "inferenceTypesSupported": ["ON_DEMAND"], "modelLifecycle": {"status": "ACTIVE"}}
             for m in self.models]})
 
+    def _thinking(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        thinking = (body.get("additionalModelRequestFields") or {}).get("thinking") or {}
+        if thinking.get("type") != "enabled":
+            return []
+        n = len(self.issued)
+        blocks = [{"reasoningContent": {"reasoningText": {"text": f"Thought {n}: check the tools.",
+                                                          "signature": f"EqQBCkYIARgCIkD{n}sig+/=="}}},
+                  {"reasoningContent": {"redactedContent": f"UmVkYWN0ZWQ{n}=="}}]
+        self.issued.extend(blocks)
+        return blocks
+
+    def _reasoning_problem(self, body: dict[str, Any]) -> str | None:
+        for i, message in enumerate(body["messages"]):
+            for j, block in enumerate(message["content"]):
+                if "reasoningContent" in block and block not in self.issued:
+                    return f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+        return None
+
+    def _cache_usage(self, body: dict[str, Any]) -> dict[str, int]:
+        # The prompt in the order it is cached: tools, system, messages.
+        raw = orjson.dumps([(body.get("toolConfig") or {}).get("tools"), body.get("system"), body["messages"]])
+        mark = raw.rfind(b'{"cachePoint"')
+        if mark < 0:
+            return {}
+        prefix = raw[:mark]
+        if prefix in self._cached:
+            return {"cacheReadInputTokens": len(prefix) // 4}
+        self._cached.add(prefix)
+        return {"cacheWriteInputTokens": len(prefix) // 4}
+
     def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         last = body["messages"][-1]["content"]
         results = [b["toolResult"] for b in last if "toolResult" in b]
@@ -158,15 +204,35 @@ class FakeBedrock(FakeUpstream):
         roles = [m["role"] for m in body["messages"]]
         if any(a == b for a, b in zip(roles, roles[1:])):
             return aws_error(400, "ValidationException", "A conversation must alternate between user and assistant roles.")
+        operation = _SERVICE.operation_model("ConverseStream" if action == "converse-stream" else "Converse")
+        report = ParamValidator().validate({"modelId": model_id, **body}, operation.input_shape)
+        if report.has_errors():
+            return aws_error(400, "ValidationException", report.generate_report())
+        if (problem := self._reasoning_problem(body)) is not None:
+            return aws_error(400, "ValidationException", problem)
+        self.bodies.append(body)
         content, stop = self._answer(body)
-        usage = {"inputTokens": len(body_raw) // 4, "outputTokens": max(1, len(orjson.dumps(content)) // 4)}
+        content = self._thinking(body) + content
+        usage = {"inputTokens": len(body_raw) // 4, "outputTokens": max(1, len(orjson.dumps(content)) // 4),
+                 **self._cache_usage(body)}
         usage["totalTokens"] = usage["inputTokens"] + usage["outputTokens"]
         if action == "converse":
             return json_response({"output": {"message": {"role": "assistant", "content": content}},
                                   "stopReason": stop, "usage": usage, "metrics": {"latencyMs": 321}})
         frames = [event("messageStart", {"role": "assistant"})]
         for index, block in enumerate(content):
-            if "toolUse" in block:
+            if "reasoningContent" in block:
+                reasoning = block["reasoningContent"]
+                if "redactedContent" in reasoning:
+                    deltas = [{"redactedContent": reasoning["redactedContent"]}]
+                else:
+                    text = reasoning["reasoningText"]["text"]
+                    deltas = [{"text": text[i : i + 7]} for i in range(0, len(text), 7)]
+                    deltas.append({"signature": reasoning["reasoningText"]["signature"]})
+                for delta in deltas:
+                    frames.append(event("contentBlockDelta", {"contentBlockIndex": index,
+                                                              "delta": {"reasoningContent": delta}}))
+            elif "toolUse" in block:
                 use = block["toolUse"]
                 frames.append(event("contentBlockStart", {"contentBlockIndex": index, "start": {
                     "toolUse": {"toolUseId": use["toolUseId"], "name": use["name"]}}}))

@@ -86,6 +86,8 @@ def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
             else:
                 items.append(message_item(new_id("msg"), part.text))
         elif isinstance(part, ThinkingPart):
+            if part.redacted is not None:
+                continue  # encrypted by the vendor, no text: a reasoning item would carry nothing
             if last is not None and last["type"] == "reasoning" and not last.get("encrypted_content"):
                 last["content"][0]["text"] += part.text
                 if part.signature:
