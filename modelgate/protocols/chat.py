@@ -410,7 +410,7 @@ class ChatCodec:
 class ChatStreamEncoder:
     """IR stream events → chat.completion.chunk SSE frames."""
 
-    __slots__ = ("model", "include_usage", "id", "created", "usage", "_head")
+    __slots__ = ("model", "include_usage", "id", "created", "usage", "_head", "_text_head")
 
     def __init__(self, model: str, include_usage: bool) -> None:
         self.model = model
@@ -425,6 +425,7 @@ class ChatStreamEncoder:
         head = orjson.dumps({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
                              "model": self.model})
         self._head = b"data: " + head[:-1] + b',"choices":[{"index":0,"delta":'
+        self._text_head = self._head + b'{"content":'
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         # The bytes of orjson.dumps({..., "choices": [{"index": 0, "delta": delta, "finish_reason": ...,
@@ -433,8 +434,8 @@ class ChatStreamEncoder:
                 + b',"logprobs":null}]}\n\n')
 
     def encode(self, event: StreamEvent) -> bytes:
-        if isinstance(event, TextDelta):
-            return self._chunk({"content": event.text})
+        if isinstance(event, TextDelta):  # the bulk of a stream: self._chunk({"content": event.text}), in fewer steps
+            return self._text_head + orjson.dumps(event.text) + b'},"finish_reason":null,"logprobs":null}]}\n\n'
         if isinstance(event, ToolCallDelta):
             return self._chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
         if isinstance(event, ToolCallStart):

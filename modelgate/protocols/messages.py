@@ -684,6 +684,9 @@ PING = sse_frame("ping", {"type": "ping"})
 # --- streaming ----------------------------------------------------------------
 
 
+_TEXT_BLOCK = ("text", -1)
+
+
 class MessagesStreamEncoder:
     """IR stream events -> the vendor's SSE event sequence, on the fly.
 
@@ -708,6 +711,7 @@ class MessagesStreamEncoder:
         self._open: tuple[str, int] | None = None  # ("text"|"thinking", -1) or ("tool", ir index)
         self._open_index = -1
         self._args: list[str] = []  # arguments text of the open tool block
+        self._text_head = b""  # the encoded start of a text delta of the open block
         self._known_tools: set[int] = set()
         self._closed_tools: set[int] = set()
         self._queue: list[StreamEvent] = []
@@ -721,6 +725,9 @@ class MessagesStreamEncoder:
         return stream_error(error_type, message)
 
     def encode(self, event: StreamEvent) -> bytes:
+        if type(event) is TextDelta and self._open == _TEXT_BLOCK and not self._queue and not self.done:
+            # The bulk of a stream: more text for the open text block, framed from its encoded head.
+            return self._text_head + orjson.dumps(event.text) + b"}}\n\n" if event.text else b""
         if self.done:
             return b""
         out: list[bytes] = []
@@ -769,7 +776,7 @@ class MessagesStreamEncoder:
     @staticmethod
     def _target(event: StreamEvent) -> tuple[str, int]:
         if isinstance(event, TextDelta):
-            return ("text", -1)
+            return _TEXT_BLOCK
         if isinstance(event, ThinkingDelta):
             return ("redacted" if event.redacted is not None else "thinking", -1)
         return ("tool", event.index)  # type: ignore[union-attr]
@@ -832,6 +839,9 @@ class MessagesStreamEncoder:
         else:
             block = {"type": "text", "text": ""}
         out.append(sse_frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        # sse_frame("content_block_delta", {..., "delta": {"type": "text_delta", "text": <text>}}) up to the text
+        self._text_head = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                           b'"delta":{"type":"text_delta","text":' % index)
         if not isinstance(event, ToolCallStart) and block["type"] != "redacted_thinking":
             self._delta(event, out)
 

@@ -406,13 +406,18 @@ class OpenAIStreamDecoder:
                 events.append(UsageUpdate(usage))
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") or {}
-            if not isinstance(delta.get("content"), (str, list, type(None))):
+            content = delta.get("content")
+            if not isinstance(content, (str, list, type(None))):
                 raise sse.unreadable_event()
             reasoning = reasoning_text(delta)
             if reasoning:
                 events.append(ThinkingDelta(reasoning))
-            for part in content_parts(delta.get("content")):
-                events.append(ThinkingDelta(part.text) if isinstance(part, ThinkingPart) else TextDelta(part.text))
+            if isinstance(content, str):  # nearly every chunk: text, straight to its event
+                if content:
+                    events.append(TextDelta(content))
+            else:
+                for part in content_parts(content):
+                    events.append(ThinkingDelta(part.text) if isinstance(part, ThinkingPart) else TextDelta(part.text))
             for call in delta.get("tool_calls") or ():
                 self._on_tool_call(call, events)
             if choice.get("finish_reason"):
