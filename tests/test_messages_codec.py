@@ -520,6 +520,22 @@ def test_native_tap_reads_usage_without_touching_bytes(seed):
     assert tap.usage == Usage(input_tokens=30, output_tokens=15, cache_read_tokens=5)
 
 
+def test_native_tap_drops_sse_comments_and_keeps_pings():
+    """A proxy's `: keep-alive` comments never reach a messages client (its keep-alive is `ping`,
+    which the relay sends on every route); the upstream's own pings pass, and neither is progress."""
+    ping = b'event: ping\ndata: {"type": "ping"}\n\n'
+    start_end = VENDOR_STREAM.index(b"event: content_block_start")
+    stream = VENDOR_STREAM[:start_end] + b": keep-alive\n\n" + ping + b":\n\n" + VENDOR_STREAM[start_end:]
+    tap = codec.native_stream_tap({})
+    first = tap.filter(stream[:start_end])
+    events = tap.events
+    assert tap.filter(stream[start_end:start_end + len(b": keep-alive\n\n") + len(ping) + 3]) == ping
+    assert tap.events == events  # keep-alives are no progress for the stall limit
+    assert first + ping + tap.filter(stream[start_end + len(b": keep-alive\n\n") + len(ping) + 3:]) == (
+        VENDOR_STREAM[:start_end] + ping + VENDOR_STREAM[start_end:])
+    assert codec.keepalive() == b'event: ping\ndata: {"type":"ping"}\n\n'
+
+
 def test_native_tap_without_message_stop_is_not_finished():
     tap = codec.native_stream_tap({})
     tap.filter(VENDOR_STREAM[: VENDOR_STREAM.index(b"event: message_stop")])
