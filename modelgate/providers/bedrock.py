@@ -16,9 +16,10 @@ host, else us-east-1.
 
 Mapping notes: images must be inline (Converse takes bytes or S3, not
 URLs); seed, penalties and JSON mode have no Converse field and are dropped;
-top_k goes to Claude models as additionalModelRequestFields.top_k (other
-families drop it); `options.additional_model_request_fields` is merged there;
-tool_choice `none` sends no tools unless the history holds tool blocks
+top_k and a messages client's `thinking` go to Claude models in
+additionalModelRequestFields (other families drop them), over
+`options.additional_model_request_fields`; Claude's reasoning is replayed byte for byte
+(`reasoningContent`) and cache marks become `cachePoint` blocks for Claude models; tool_choice `none` sends no tools unless the history holds tool blocks
 (Converse then requires toolConfig, and the choice falls back to auto).
 """
 

@@ -16,7 +16,8 @@ Mapping notes (also in docs/providers.md):
   Google documents for history produced elsewhere; Gemini 3 rejects unsigned calls.
 - JSON schemas (tool parameters, json_schema response format) are reduced to
   the OpenAPI subset Gemini accepts (`gemini_schema`).
-- Thinking parts sent back by a client and the `user` field are dropped.
+- Thinking parts sent back by a client and the `user` field are dropped. The client's
+  thinking request sets thinkingConfig over the provider options (`request_thinking`).
 """
 
 from __future__ import annotations
