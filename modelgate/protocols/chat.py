@@ -123,7 +123,8 @@ def text_parts(content: str | list[dict[str, Any]] | None) -> list[TextPart]:
     clients mark parts with the messages protocol's `cache_control` (OpenRouter's convention):
     kept as cache marks for upstreams that take them."""
     if isinstance(content, list):
-        return [TextPart(part["text"], cache_mark(part)) for part in content]
+        return [TextPart(part["text"]) if "cache_control" not in part else TextPart(part["text"], cache_mark(part))
+                for part in content]
     return [TextPart(content)] if isinstance(content, str) else []
 
 

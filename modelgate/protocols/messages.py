@@ -442,10 +442,10 @@ def check_version(headers: Headers) -> None:
 # --- decoding into the IR ---------------------------------------------------
 
 
-def cache_mark(block: Any) -> str | None:
+def cache_mark(block: dict[str, Any]) -> str | None:
     """The IR cache mark of a block's `cache_control` (`{type: ephemeral, ttl?}`), else None."""
-    control = block.get("cache_control") if isinstance(block, dict) else None
-    if not isinstance(control, dict) or control.get("type") != "ephemeral":
+    control = block.get("cache_control")
+    if control is None or not isinstance(control, dict) or control.get("type") != "ephemeral":
         return None
     ttl = control.get("ttl")
     return ttl if isinstance(ttl, str) and ttl else "5m"
