@@ -478,3 +478,23 @@ def test_tool_call_cache_mark_on_bedrock():
     sent = adapter_body("aws-bedrock", req, model=CLAUDE, key="A:B")
     assert [next(iter(b)) for b in sent["messages"][1]["content"]] == ["toolUse", "cachePoint"]
     assert converse_problems(sent) == ""
+
+
+def test_messages_upstream_stream_redacted_thinking_reaches_the_ir():
+    frames = b"".join(messages.sse_frame(name, data) for name, data in [
+        ("message_start", {"type": "message_start", "message": {"id": "msg_1", "model": "c", "usage": {"input_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "redacted_thinking", "data": "opaque=="}}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 2}}),
+        ("message_stop", {"type": "message_stop"})])
+    events = decode_stream(anthropic_messages.AnthropicStreamDecoder(), frames)
+    assert ThinkingDelta("", redacted="opaque==") in events
+
+
+def test_responses_clients_get_no_empty_item_for_redacted_thinking():
+    from modelgate.protocols.ir import ChatResponse
+    from modelgate.protocols.responses.encode import output_items
+
+    items = output_items(ChatResponse("r", "m", [ThinkingPart("", redacted="opaque=="), TextPart("hi")], "stop"))
+    assert [item["type"] for item in items] == ["message"]
