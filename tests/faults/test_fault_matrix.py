@@ -329,6 +329,8 @@ async def test_fault_with_a_healthy_backup(setup: Setup, protocol: str, wire_nam
     # A hung or dripping primary is given up at the per-attempt limit: the backup answered within
     # the application's timeout, which the hang alone would have used up.
     assert took < APP_TIMEOUT + 1.0
+    if fault.name in ("hang_before_headers", "drip"):  # cut at the first-byte limit, not the app timeout
+        assert FIRST_BYTE <= took < FIRST_BYTE + 1.0
     if fault.name == "drip_body":  # cut at the body limit, not at the drip's end (~30 s) or the app timeout
         assert BODY <= took < BODY + 1.0
 
