@@ -74,10 +74,10 @@ class Framer:
             self._parts.append(b"\n")
             frames.append(self._take())
             start = 1
-        while True:
-            end = chunk.find(sep, start)
-            if end < 0:
-                break
+        end = chunk.find(sep, start)
+        if 0 <= end == len(chunk) - width and not start and not self._parts and len(chunk) <= self._cap():
+            return [chunk]  # the usual read: exactly one whole frame
+        while end >= 0:
             piece = chunk[start : end + width]
             if self._parts:
                 self._parts.append(piece)
@@ -90,6 +90,7 @@ class Framer:
                 frames.append(piece)
                 self._size = 0
             start = end + width
+            end = chunk.find(sep, start)
         if start < len(chunk):
             rest = chunk[start:] if start else chunk
             self._parts.append(rest)
@@ -97,8 +98,11 @@ class Framer:
             self._check()
         return frames
 
+    def _cap(self) -> int:
+        return max_event_bytes if self._limit is None else self._limit
+
     def _check(self) -> None:
-        limit = max_event_bytes if self._limit is None else self._limit
+        limit = self._cap()
         if self._size > limit:
             self._parts.clear()
             self._size = 0
@@ -125,7 +129,12 @@ class SSEParser:
         self._framer = Framer(b"\n\n", limit)
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        return [event for raw in self.feed_raw(chunk) if (event := parse_event(raw)) is not None]
+        events = []
+        for raw in self._framer.feed(chunk):  # a plain loop: no comprehension frame per chunk
+            event = parse_event(raw)
+            if event is not None:
+                events.append(event)
+        return events
 
     def feed_raw(self, chunk: bytes) -> list[bytes]:
         """The complete events in the stream so far, as bytes; pass-through taps look at
