@@ -17,6 +17,7 @@ from pydantic import TypeAdapter
 
 from modelgate.errors import GatewayError, Shape
 from modelgate.protocols.ir import (
+    vendor_signature,
     ChatResponse,
     ImagePart,
     Message,
@@ -101,7 +102,8 @@ def test_a_codex_request_decodes_into_the_ir():
     assert ir.system == ["You are Codex.", "rules"]
     assert ir.messages == [
         Message("user", [TextPart("look"), ImagePart(url="data:image/png;base64,AAAA")]),
-        Message("assistant", [ThinkingPart("plan", "sig"), ToolCall("c1", "shell", '{"command":["ls"]}')]),
+        # untagged encrypted_content is the Responses vendor's own: kept, marked as foreign reasoning
+        Message("assistant", [ThinkingPart("plan", "openai:sig"), ToolCall("c1", "shell", '{"command":["ls"]}')]),
         Message("tool", [ToolResult("c1", [TextPart("a.txt")])]),
         Message("assistant", [TextPart("done")]),
     ]
@@ -164,7 +166,7 @@ def test_non_streamed_response_is_a_valid_sdk_response():
     assert parsed.status == "completed" and parsed.model == "client-model" and parsed.output_text == "Hello world"
     reasoning, message, call = parsed.output
     assert reasoning.type == "reasoning" and reasoning.content[0].text == "think"
-    assert reasoning.encrypted_content == "sig-1"
+    assert reasoning.encrypted_content and "sig-1" in reasoning.encrypted_content  # opaque, tagged by the gateway
     assert message.type == "message" and call.type == "function_call" and call.arguments == "{}"
     assert (parsed.usage.input_tokens, parsed.usage.output_tokens, parsed.usage.total_tokens) == (10, 5, 15)
     assert parsed.usage.input_tokens_details.cached_tokens == 4
@@ -188,6 +190,18 @@ def test_reasoning_replayed_by_the_client_keeps_its_signature():
     body = {"model": "m", "input": [{"role": "user", "content": "q"}, *out]}
     codec.validate(body)
     assert codec.to_ir(body).messages[1] == Message("assistant", [ThinkingPart("why", "sig"), TextPart("because")])
+
+
+def test_the_responses_vendors_own_encrypted_reasoning_is_never_sent_to_another_vendor_as_a_signature():
+    # A client replaying an answer passed through from the Responses vendor (its `encrypted_content`
+    # only that vendor can read) whose call is then converted, e.g. failed over to a Claude channel.
+    body = {"model": "m", "input": [
+        {"role": "user", "content": "q"},
+        {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAAABo-openai-blob"},
+        {"role": "assistant", "content": "a"}, {"role": "user", "content": "more"}]}
+    codec.validate(body)
+    thinking = codec.to_ir(body).messages[1].parts[0]
+    assert isinstance(thinking, ThinkingPart) and vendor_signature(thinking) is None
 
 
 # --- the stream --------------------------------------------------------------------------------------
@@ -220,7 +234,10 @@ def test_text_and_tool_stream_is_the_vendor_sequence():
     final = sdk_final(events)
     assert final is not None and final.model == "client-model"
     assert [item.type for item in final.output] == ["reasoning", "message", "function_call", "function_call"]
-    assert final.output[0].encrypted_content == "sig" and final.output_text == "Hi there"
+    replayed = {"model": "m", "input": [{"role": "user", "content": "q"},
+                                        final.output[0].model_dump(exclude_none=True)]}
+    assert codec.to_ir(replayed).messages[1].parts[0].signature == "sig"  # what the upstream signed
+    assert final.output_text == "Hi there"
     assert (final.output[2].arguments, final.output[3].arguments) == ('{"a":1}', "{}")
     assert (final.usage.input_tokens, final.usage.output_tokens) == (7, 5)
 

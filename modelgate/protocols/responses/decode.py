@@ -23,6 +23,7 @@ from modelgate.protocols.ir import (
     ToolChoice,
     ToolResult,
 )
+from modelgate.protocols.responses.encode import FOREIGN_ENCRYPTED_CONTENT, GATEWAY_SIGNATURE
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 _TEXT_PARTS = ("input_text", "output_text")
@@ -301,6 +302,9 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         elif kind == "reasoning":
             texts = [c["text"] for c in item.get("content") or ()] or [s["text"] for s in item["summary"]]
             signature = item.get("encrypted_content")
+            if signature:
+                signature = (signature.removeprefix(GATEWAY_SIGNATURE) if signature.startswith(GATEWAY_SIGNATURE)
+                             else FOREIGN_ENCRYPTED_CONTENT + signature)
             if texts or signature:
                 assistant_part(ThinkingPart("\n\n".join(texts), signature))
         elif kind == "item_reference":

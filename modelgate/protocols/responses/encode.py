@@ -56,6 +56,12 @@ def message_item(item_id: str, text: str | None, status: str = "completed") -> d
     return {"id": item_id, "type": "message", "status": status, "role": "assistant", "content": content}
 
 
+# `encrypted_content` the gateway wrote carries this tag; an untagged one is the Responses vendor's own
+# (a client replaying a pass-through answer), which no other upstream can read.
+GATEWAY_SIGNATURE = "mg:"
+FOREIGN_ENCRYPTED_CONTENT = "openai:"
+
+
 def reasoning_item(item_id: str, text: str | None, signature: str | None = None) -> dict[str, Any]:
     # The IR's reasoning is the model's own text (chat `reasoning_content`, messages `thinking`): the
     # vendor's `reasoning_text` content. A vendor signature travels as `encrypted_content`, so a
@@ -63,7 +69,7 @@ def reasoning_item(item_id: str, text: str | None, signature: str | None = None)
     item: dict[str, Any] = {"id": item_id, "type": "reasoning", "summary": [],
                             "content": [{"type": "reasoning_text", "text": text}] if text is not None else []}
     if signature:
-        item["encrypted_content"] = signature
+        item["encrypted_content"] = GATEWAY_SIGNATURE + signature
     return item
 
 
@@ -91,7 +97,7 @@ def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
             if last is not None and last["type"] == "reasoning" and not last.get("encrypted_content"):
                 last["content"][0]["text"] += part.text
                 if part.signature:
-                    last["encrypted_content"] = part.signature
+                    last["encrypted_content"] = GATEWAY_SIGNATURE + part.signature
             else:
                 items.append(reasoning_item(new_id("rs"), part.text, part.signature))
         elif isinstance(part, ToolCall):
