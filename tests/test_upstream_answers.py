@@ -282,7 +282,7 @@ def test_framing_an_8_mb_event_looks_at_each_byte_once() -> None:
             searched += len(self) - start
             return bytes.find(self, sub, start, *args)
 
-    parser = sse.Framer(b"\n\n")
+    parser = sse.Framer(b"\n\n", limit=sse.DEFAULT_MAX_EVENT_BYTES)  # not the process-wide cap a gateway set
     chunk = Counting(b"x" * 16384)
     for _ in range(512):  # 8 MiB in 16 KiB reads
         assert parser.feed(chunk) == []

@@ -31,6 +31,7 @@ import pytest_asyncio
 from openai.types.responses import Response
 from sqlalchemy import select
 
+from modelgate.protocols import sse
 from modelgate.protocols.messages import vendor_error_type
 from modelgate.protocols.responses.encode import error_object
 from modelgate.storage.models import CallLog
@@ -148,6 +149,7 @@ async def setup(tmp_path_factory: pytest.TempPathFactory):
         await wire.faulty.close()  # type: ignore[union-attr]
         await wire.fake.close()
     await gw.stop()
+    sse.max_event_bytes = sse.DEFAULT_MAX_EVENT_BYTES  # process-wide: set from CAP by the runtime's start
 
 
 def reset(setup: Setup) -> None:
