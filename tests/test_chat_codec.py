@@ -11,6 +11,7 @@ from modelgate.protocols.ir import (
     StreamEnd,
     StreamStart,
     TextDelta,
+    ThinkingDelta,
     ToolCallDelta,
     ToolCallStart,
     Usage,
@@ -67,6 +68,15 @@ def test_stream_encoder_numbers_tool_calls_and_ends_with_usage_and_done():
     assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
     assert chunks[-1]["choices"] == [] and chunks[-1]["usage"] == {
         "prompt_tokens": 7, "completion_tokens": 5, "total_tokens": 12}
+
+
+def test_stream_encoder_sends_reasoning_text_and_nothing_for_a_bare_signature():
+    encoder = codec.stream_encoder("m", {})
+    out = b"".join(encoder.encode(e) for e in [
+        StreamStart("msg_1", "up"), ThinkingDelta("why"), ThinkingDelta("", "sig"), TextDelta("Hi"), StreamEnd("stop"),
+    ])
+    deltas = [c["choices"][0]["delta"] for c in frames(out) if c["choices"]]
+    assert [d["reasoning_content"] for d in deltas if "reasoning_content" in d] == ["why"]
 
 
 texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=20)

@@ -444,7 +444,8 @@ class ChatStreamEncoder:
                     "function": {"name": event.name, "arguments": ""}}
             return self._chunk({"tool_calls": [call]})
         if isinstance(event, ThinkingDelta):
-            return self._chunk({"reasoning_content": event.text})
+            # a signature or redacted block alone has nothing a chat client can show
+            return self._chunk({"reasoning_content": event.text}) if event.text else b""
         if isinstance(event, StreamStart):
             self._set_id(completion_id(event.id))
             self.usage = self.usage.merged(event.usage)
