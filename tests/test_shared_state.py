@@ -354,3 +354,40 @@ async def test_concurrent_takes_share_round_trips_and_stay_within_the_bucket(pre
     assert waits[:5] == [0.0] * 5 and all(w > 0 for w in waits[5:20]), "in order, within the bucket"
     assert waits[20:] == [0.0] * 3, "another key has its own bucket"
     assert round_trips <= 2, f"{round_trips} round trips for 23 concurrent takes"
+
+
+async def test_a_large_bucket_is_taken_in_small_leases_and_still_not_exceeded(prefix):
+    """Capacity 1000, refill 100/s: leases of 10 tokens (1 % of capacity, 0.1 s of refill) per worker."""
+    import time
+
+    from modelgate.auth.ratelimit import RedisTokenBucketLimiter, lease_size
+    from modelgate.config import RateLimitSettings, Settings
+    from modelgate.shared.redis_link import RedisLink
+
+    assert lease_size(120, 2) == 1, "default buckets are taken one token at a time"
+    settings = Settings(redis_url=REDIS_URL, redis_prefix=prefix, redis_timeout_seconds=2.0)
+    links = [RedisLink(settings), RedisLink(settings)]  # two workers
+    rate = RateLimitSettings(capacity=1000, refill_per_second=100)
+    workers = [RedisTokenBucketLimiter(link, rate) for link in links]
+    round_trips = 0
+    for link in links:
+        run = link.run
+
+        async def counting(op, run=run):
+            nonlocal round_trips
+            round_trips += 1
+            return await run(op)
+
+        link.run = counting
+    started = time.monotonic()
+    try:
+        admitted = 0
+        for i in range(1200):
+            admitted += await workers[i % 2].take(9, None, None) == 0
+    finally:
+        for link in links:
+            await link.close()
+    elapsed = time.monotonic() - started
+    assert admitted <= 1000 + 100 * elapsed, "never more than the bucket held"
+    assert admitted >= 1000 - 2 * 10, "at most one unused lease per worker"
+    assert round_trips <= 1000 / 10 + 200 + 10, f"{round_trips} round trips"
