@@ -58,9 +58,9 @@ def shared_state_warning(settings: Settings) -> str | None:
     workers = settings.server.workers
     if workers <= 1 or settings.redis_url:
         return None
-    return (f"{workers} workers without REDIS_URL: rate limits, circuit breakers, failover cooldowns and model "
-            f"lifecycle counters are per worker (a key gets up to {workers} times its rate); set REDIS_URL to "
-            "share them")
+    return (f"{workers} workers without REDIS_URL: rate limits, circuit breakers, failover cooldowns, model "
+            f"lifecycle counters and login throttles are per worker (a key gets up to {workers} times its rate); "
+            "set REDIS_URL to share them")
 
 
 def run(settings: Settings) -> None:
