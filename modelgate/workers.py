@@ -23,6 +23,7 @@ import time
 from types import FrameType
 
 import uvicorn
+from uvicorn.server import STARTUP_FAILURE
 
 from modelgate.config import Settings, load_settings
 from modelgate.logs import configure_logging
@@ -83,7 +84,10 @@ def serve_one(settings: Settings, sockets: list[socket.socket] | None = None) ->
     if sockets is None:
         options.update(host=settings.server.host, port=settings.server.port)
     config = uvicorn.Config("modelgate.gateway.app:create_app", **options)
-    NoticeServer(config, settings.server.drain_notice_seconds).run(sockets=sockets)
+    server = NoticeServer(config, settings.server.drain_notice_seconds)
+    server.run(sockets=sockets)
+    if not server.started:  # as uvicorn.run: stopped before it started is a failed start
+        raise SystemExit(STARTUP_FAILURE)
 
 
 def run_worker() -> None:
