@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import re
@@ -441,10 +442,11 @@ class Runtime:
     async def _refresh_loop(self) -> None:
         interval = self.settings.gateway.cache_refresh_seconds
         while True:
-            try:
-                await asyncio.wait_for(self._refresh_wanted.wait(), interval)
-            except TimeoutError:
-                pass
+            # Not wait_for: on Python 3.11 it drops a cancel that meets the event's wake-up, and stop()
+            # would wait on this loop for ever.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await self._refresh_wanted.wait()
             wanted = self._refresh_wanted.is_set()
             self._refresh_wanted.clear()
             try:
