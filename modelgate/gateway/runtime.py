@@ -107,6 +107,18 @@ def in_flight_allowed_by_open_files() -> int:
     return allowed
 
 
+async def cancel_and_wait(tasks: list[asyncio.Task[Any]]) -> None:
+    """Cancel `tasks` and wait for their end. On Python 3.11 asyncio.wait_for (redis-py wraps every socket
+    write in one) drops a cancel that arrives as its inner step finishes: a task still running a second
+    later (its clean-up takes less) is cancelled again."""
+    pending = set(tasks)
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=1.0)
+    await asyncio.gather(*tasks, return_exceptions=True)  # all ended: only collects their exceptions
+
+
 _RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
 
 
@@ -212,9 +224,7 @@ class Runtime:
 
     async def stop(self) -> None:
         self.draining = True
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await cancel_and_wait(self._tasks)
         await self.schedule.close()
         if self.shared_breakers is not None:
             await self.shared_breakers.close()
