@@ -51,6 +51,7 @@ TEXT_LIMITS = {"trace_id": 36, "protocol": 16, "model": 128, "provider_kind": 32
                "client_ip": 64}
 INT_FIELDS = ("status", "api_key_id", "application_id", "channel_id", "attempts", "prompt_tokens",
               "completion_tokens", "cache_read_tokens", "cache_write_tokens")
+TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens")
 FIELD_NAMES = tuple(f.name for f in fields(CallRecord))
 
 
@@ -75,18 +76,10 @@ def sanitise(call: CallRecord) -> CallRecord:
     ip = call.client_ip
     if ip is not None and (len(ip) > 64 or not ip.isprintable()):
         call.client_ip = shown(ip, 64)
-    tokens = call.prompt_tokens
-    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
-        call.prompt_tokens = _count(tokens)
-    tokens = call.completion_tokens
-    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
-        call.completion_tokens = _count(tokens)
-    tokens = call.cache_read_tokens
-    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
-        call.cache_read_tokens = _count(tokens)
-    tokens = call.cache_write_tokens
-    if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
-        call.cache_write_tokens = _count(tokens)
+    for field in TOKEN_FIELDS:
+        tokens = getattr(call, field)
+        if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
+            setattr(call, field, _count(tokens))
     return call
 
 
