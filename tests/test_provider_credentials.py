@@ -344,16 +344,7 @@ async def test_azure_entra_token_from_managed_identity_and_v1_api(azure_env):
                                   "resource": request.query.get("resource", "")})
 
     seen: list[web.Request] = []
-
-    async def chat(request: web.Request) -> web.Response:
-        seen.append(request)
-        body = await request.json()
-        return web.json_response({"id": "chatcmpl-1", "object": "chat.completion", "model": body["model"],
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": "hello"}}],
-                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
-
-    async with LocalServer([web.get("/msi/token", identity), web.post("/openai/v1/chat/completions", chat)]) as server:
+    async with LocalServer([web.get("/msi/token", identity), _azure_chat(seen)]) as server:
         azure_env.setenv("IDENTITY_ENDPOINT", server.url + "/msi/token")
         azure_env.setenv("IDENTITY_HEADER", "identity-header-secret")
         adapter = KINDS["azure-openai"].adapter

@@ -102,12 +102,16 @@ async def anthropic_sdk_turn(gateway: Any, key: str, model: str) -> Any:
         return await stream.get_final_message()
 
 
+# upstream kind -> (recorded stream, path prefix of its base URL, model name in the recording)
+RECORDED = {
+    "openai": (OPENAI_CAPTURE, "/v1", "gpt-4o-2024-08-06"),
+    "anthropic": (ANTHROPIC_CAPTURE, "", "claude-sonnet-4-20250514"),
+}
+
+
 @pytest.mark.parametrize("upstream_kind", ["openai", "anthropic"])
 async def test_chat_sdk_parses_the_gateways_stream_of_a_recorded_upstream(gateway, upstream_kind):
-    capture, base, model = {
-        "openai": (OPENAI_CAPTURE, "/v1", "gpt-4o-2024-08-06"),
-        "anthropic": (ANTHROPIC_CAPTURE, "", "claude-sonnet-4-20250514"),
-    }[upstream_kind]
+    capture, base, model = RECORDED[upstream_kind]
     async with Replay(capture) as upstream:
         wired = await gateway.wire(upstream.url + base, [f"{ALIAS}={model}"], kind=upstream_kind)
         final = await openai_sdk_turn(gateway, wired.key, ALIAS)
@@ -132,10 +136,7 @@ async def test_chat_sdk_parses_the_gateways_stream_of_a_recorded_upstream(gatewa
 
 @pytest.mark.parametrize("upstream_kind", ["openai", "anthropic"])
 async def test_messages_sdk_parses_the_gateways_stream_of_a_recorded_upstream(gateway, upstream_kind):
-    capture, base, model = {
-        "openai": (OPENAI_CAPTURE, "/v1", "gpt-4o-2024-08-06"),
-        "anthropic": (ANTHROPIC_CAPTURE, "", "claude-sonnet-4-20250514"),
-    }[upstream_kind]
+    capture, base, model = RECORDED[upstream_kind]
     async with Replay(capture) as upstream:
         wired = await gateway.wire(upstream.url + base, [f"{ALIAS}={model}"], kind=upstream_kind)
         final = await anthropic_sdk_turn(gateway, wired.key, ALIAS)
