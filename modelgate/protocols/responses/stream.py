@@ -282,12 +282,16 @@ class ResponsesStreamTap:
                 self._read_error(raw)
         return b"".join(raws)
 
-    def _read_error(self, raw: bytes) -> None:
+    @staticmethod
+    def _payload(raw: bytes) -> tuple[sse.SSEEvent | None, Any]:
         event = sse.parse_event(raw)
         try:
-            payload = orjson.loads(event.data) if event is not None else None
+            return event, orjson.loads(event.data) if event is not None else None
         except orjson.JSONDecodeError:
             raise sse.unreadable_event() from None
+
+    def _read_error(self, raw: bytes) -> None:
+        _, payload = self._payload(raw)
         if isinstance(payload, dict) and payload.get("type") == "error":
             # The SDK's typed form has `code` and `message` at the top; the service nests them in `error`.
             nested = payload.get("error")
@@ -301,11 +305,7 @@ class ResponsesStreamTap:
             "code": error.get("code") if isinstance(error.get("code"), str) else None}})
 
     def _lifecycle(self, raw: bytes) -> bytes:
-        event = sse.parse_event(raw)
-        try:
-            payload = orjson.loads(event.data) if event is not None else None
-        except orjson.JSONDecodeError:
-            raise sse.unreadable_event() from None
+        event, payload = self._payload(raw)
         response = payload.get("response") if isinstance(payload, dict) else None
         if not isinstance(response, dict):
             return raw
