@@ -1,7 +1,8 @@
 import asyncio
+import sqlite3
 import uuid
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from modelgate.routing.events import ResilienceEventData
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
@@ -127,3 +128,59 @@ async def test_flush_marks_keys_used(services, database, settings):
     assert (await services.api_keys.get(key.id)).last_used_at is not None
     async with database.session() as s:
         assert (await s.get(ApiKey, key.id)).last_used_at is not None
+
+
+class _TakesAtMost:
+    """A database that cannot take an INSERT of more than `limit` rows within its deadline (it times
+    out, as a slow disk or a busy SQLite file does), and optionally fails its `fail_at`-th one."""
+
+    def __init__(self, database, limit: int, fail_at: int | None = None) -> None:
+        self.engine = database.engine.sync_engine
+        self.limit, self.fail_at, self.inserts = limit, fail_at, 0
+
+    def __enter__(self):
+        event.listen(self.engine, "before_cursor_execute", self.check)
+        return self
+
+    def __exit__(self, *exc):
+        event.remove(self.engine, "before_cursor_execute", self.check)
+
+    def check(self, conn, cursor, statement, parameters, context, executemany):
+        if not statement.lstrip().upper().startswith("INSERT INTO CALL_LOG"):
+            return
+        self.inserts += 1
+        rows = len(parameters) if executemany else 1
+        if rows > self.limit or self.inserts == self.fail_at:
+            raise sqlite3.OperationalError("database is locked")
+
+
+async def test_a_backlog_is_written_in_transactions_the_database_can_take(database, settings):
+    # After an outage the backlog is many batches long; one transaction of all of it would outlast
+    # the deadline again and again while the backlog (and memory) grows.
+    settings.usage.batch_size = 10
+    writer = UsageWriter(database, settings)
+    real_engine = database.engine
+    database.engine = _Broken()
+    try:
+        for i in range(35):
+            writer.record(_call(i))
+        assert await writer.flush() == 0
+    finally:
+        database.engine = real_engine
+    with _TakesAtMost(database, limit=10):
+        assert await writer.flush() == 35
+    assert writer.pending == 0 and await _count(database, CallLog) == 35
+
+
+async def test_a_write_failing_midway_keeps_exactly_the_rows_not_yet_written(database, settings):
+    settings.usage.batch_size = 10
+    writer = UsageWriter(database, settings)
+    for i in range(35):
+        writer.record(_call(i))
+    with _TakesAtMost(database, limit=10, fail_at=3):
+        assert await writer.flush() == 0
+    assert writer.pending == 15 and await _count(database, CallLog) == 20
+    assert await writer.flush() == 15
+    async with database.session() as s:
+        tokens = sorted((await s.scalars(select(CallLog.prompt_tokens))).all())
+    assert tokens == list(range(35))  # every row once

@@ -3,7 +3,7 @@
 The hot path calls `record()` / `record_event()`, which never await: a call row is sanitised
 (storage.call_record), appended to the local journal (storage.journal) and queued. A background
 task writes what has gathered every `usage.flush_interval_seconds`, or sooner once
-`usage.batch_size` rows wait.
+`usage.batch_size` rows wait, in transactions of at most `usage.batch_size` rows.
 
 What can go wrong, and what the writer does:
 - A row the database refuses (a value `sanitise` did not foresee): the batch is split until the
@@ -237,8 +237,9 @@ class UsageWriter:
                 return 0
             closed = self.journal.rotate() if self.journal is not None else None
             calls, events = self._calls.take(), self._events.take()
+            written = len(calls) + len(events)
             try:
-                await self._write(calls, events)
+                await self._write_batches(calls, events)
                 if self._journal_behind and closed is not None:
                     for segment in self.journal.segments_through(closed):  # type: ignore[union-attr]
                         await self._replay_segment(segment)
@@ -257,7 +258,7 @@ class UsageWriter:
             if closed is not None:
                 self.journal.discard_through(closed)  # type: ignore[union-attr]
             self._note_recovery()
-            return len(calls) + len(events)
+            return written
 
     # --- writing ------------------------------------------------------------
 
@@ -279,6 +280,16 @@ class UsageWriter:
             if _row_error(exc):
                 raise
             raise DatabaseUnavailable(exc) from exc
+
+    async def _write_batches(self, calls: list[CallRecord], events: list[ResilienceEventData]) -> None:
+        """Write in transactions of at most `batch_size` rows of each table, removing each written batch
+        from the lists: a backlog (after a slow or failed write) is worked off in bounded steps instead of
+        one transaction that grows with it and outlasts its deadline, and on failure the lists hold
+        exactly the rows still to write."""
+        size = self.batch_size
+        while calls or events:
+            await self._write(calls[:size], events[:size])
+            del calls[:size], events[:size]
 
     async def _write(self, calls: list[CallRecord], events: list[ResilienceEventData]) -> None:
         if not calls and not events:
