@@ -3,6 +3,7 @@ import sqlite3
 import uuid
 
 from sqlalchemy import event, func, select
+from sqlalchemy.exc import OperationalError
 
 from modelgate.routing.events import ResilienceEventData
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
@@ -71,9 +72,20 @@ async def test_batch_size_wakes_the_flusher(database, settings):
         await writer.stop()
 
 
-class _Broken:
-    def begin(self):
-        raise ConnectionError("database down")
+class _DatabaseDown:
+    """While active, every transaction fails as an unreachable database does."""
+
+    def __init__(self, database) -> None:
+        self.database = database
+
+    def __enter__(self):
+        async def down(work):
+            raise OperationalError("BEGIN", {}, sqlite3.OperationalError("unable to open database file"))
+        self.database.run_transaction = down
+        return self
+
+    def __exit__(self, *exc):
+        del self.database.run_transaction
 
 
 async def test_failed_flush_keeps_rows_bounded_without_journal(database, settings, caplog):
@@ -81,16 +93,12 @@ async def test_failed_flush_keeps_rows_bounded_without_journal(database, setting
     writer = UsageWriter(database, settings, max_pending=5)
     for i in range(3):
         writer.record(_call(i))
-    real_engine = database.engine
-    database.engine = _Broken()
-    try:
+    with _DatabaseDown(database):
         assert await writer.flush() == 0
         assert writer.pending == 3 and writer.dropped == 0
         for i in range(3, 7):
             writer.record(_call(i))
         assert await writer.flush() == 0
-    finally:
-        database.engine = real_engine
     assert writer.pending == 5 and writer.dropped == 2 and writer.lost == 2
     assert "dropped 2 call_log rows" in caplog.text
     assert await writer.flush() == 5
@@ -101,14 +109,10 @@ async def test_failed_flush_keeps_rows_bounded_without_journal(database, setting
 
 async def test_rows_over_the_memory_bound_are_written_from_the_journal(database, settings, caplog):
     writer = UsageWriter(database, settings, max_pending=5)
-    real_engine = database.engine
-    database.engine = _Broken()
-    try:
+    with _DatabaseDown(database):
         for i in range(7):
             writer.record(_call(i))
         assert await writer.flush() == 0
-    finally:
-        database.engine = real_engine
     assert writer.pending == 5 and writer.dropped == 2 and writer.lost == 0
     await writer.flush()
     async with database.session() as s:
@@ -135,7 +139,7 @@ class _TakesAtMost:
     out, as a slow disk or a busy SQLite file does), and optionally fails its `fail_at`-th one."""
 
     def __init__(self, database, limit: int, fail_at: int | None = None) -> None:
-        self.engine = database.engine.sync_engine
+        self.engine = database.transaction_engine
         self.limit, self.fail_at, self.inserts = limit, fail_at, 0
 
     def __enter__(self):
@@ -159,14 +163,10 @@ async def test_a_backlog_is_written_in_transactions_the_database_can_take(databa
     # the deadline again and again while the backlog (and memory) grows.
     settings.usage.batch_size = 10
     writer = UsageWriter(database, settings)
-    real_engine = database.engine
-    database.engine = _Broken()
-    try:
+    with _DatabaseDown(database):
         for i in range(35):
             writer.record(_call(i))
         assert await writer.flush() == 0
-    finally:
-        database.engine = real_engine
     with _TakesAtMost(database, limit=10):
         assert await writer.flush() == 35
     assert writer.pending == 0 and await _count(database, CallLog) == 35
