@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 
+import orjson
 import pytest
 from sqlalchemy import func, select
 
@@ -221,6 +222,24 @@ async def test_rows_of_a_killed_writer_are_replayed_once(database, settings):
     rows = await _rows(database)
     assert [r.prompt_tokens for r in rows] == list(range(30))
     assert not list(second.journal_root.glob("w-*"))
+
+
+async def test_a_journal_left_by_the_previous_version_is_replayed(database, settings):
+    """Rows were journaled as JSON objects before they were arrays: an upgrade after a crash keeps them."""
+    first = UsageWriter(database, settings)
+    segment = first.journal.segments_through(0)[0]
+    old_line = orjson.dumps({"trace_id": "from-old-version", "protocol": "chat", "model": "m", "status": 200,
+                             "created_at": "2026-11-20T10:00:00+00:00", "prompt_tokens": 7},
+                            option=orjson.OPT_APPEND_NEWLINE)
+    with open(segment, "ab") as fh:
+        fh.write(old_line)
+    first.record(_call(1))
+    _die(first)
+    second = UsageWriter(database, settings)
+    second.start()
+    await second.stop()
+    tokens = {r.trace_id: r.prompt_tokens for r in await _rows(database)}
+    assert len(tokens) == 2 and tokens["from-old-version"] == 7
 
 
 async def test_a_live_writers_journal_is_not_taken(database, settings):
