@@ -205,11 +205,18 @@ async def journal_cost(upstream: Target, log_dir: Path, seconds: float, rounds: 
             target.stop()
     on, off = statistics.median(rates[True]), statistics.median(rates[False])
     cpu_on, cpu_off = statistics.median(cpu_ms[True]), statistics.median(cpu_ms[False])
+    # Ratios within a round cancel most of the drift of a shared machine between rounds.
+    paired_rate = [a / b for a, b in zip(rates[True], rates[False], strict=True) if b]
+    paired_cpu = [a / b for a, b in zip(cpu_ms[True], cpu_ms[False], strict=True) if b]
     return {"calls_per_second_journal_on": rates[True], "calls_per_second_journal_off": rates[False],
             "median_on": round(on, 1), "median_off": round(off, 1),
             "cost_percent": round((off - on) / off * 100, 1) if off else None,
             "cpu_ms_per_call_journal_on": cpu_ms[True], "cpu_ms_per_call_journal_off": cpu_ms[False],
-            "cpu_cost_percent": round((cpu_on - cpu_off) / cpu_off * 100, 1) if cpu_off else None}
+            "cpu_cost_percent": round((cpu_on - cpu_off) / cpu_off * 100, 1) if cpu_off else None,
+            "paired_throughput_cost_percent": round((1 - statistics.median(paired_rate)) * 100, 1),
+            "paired_throughput_cost_range": [round((1 - r) * 100, 1) for r in (max(paired_rate), min(paired_rate))],
+            "paired_cpu_cost_percent": round((statistics.median(paired_cpu) - 1) * 100, 1),
+            "paired_cpu_cost_range": [round((r - 1) * 100, 1) for r in (min(paired_cpu), max(paired_cpu))]}
 
 
 async def main(argv: list[str] | None = None) -> int:
