@@ -56,7 +56,9 @@ async def send_bytes(
     content_type: bytes = JSON,
     extra: list[tuple[bytes, bytes]] | None = None,
 ) -> None:
-    headers = [(b"content-type", content_type), (b"x-trace-id", trace_id.encode())]
+    # With a length the server sends the body as is, not as a chunked stream (and clients know its size).
+    headers = [(b"content-type", content_type), (b"content-length", b"%d" % len(body)),
+               (b"x-trace-id", trace_id.encode())]
     if extra:
         headers.extend(extra)
     await send({"type": "http.response.start", "status": status, "headers": headers})
