@@ -80,7 +80,9 @@ def run(settings: Settings) -> None:
         shutil.rmtree(metrics_dir, ignore_errors=True)
         metrics_dir.mkdir(parents=True)
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
-    from modelgate.api.console import DIST
+    # Not modelgate.api.console: that loads the management API (~13 MB) into this process, which is
+    # the worker itself with one worker; the worker builds the management API on first use.
+    from modelgate.console import DIST
 
     if not (DIST / "index.html").is_file():
         log.warning("the web console is not built (%s is missing): serving without /console; "

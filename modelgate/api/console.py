@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
-DIST = Path(__file__).resolve().parent.parent / "console" / "dist"
+from modelgate.console import DIST
 
 
 class _SpaFiles(StaticFiles):

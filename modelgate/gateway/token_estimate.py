@@ -21,7 +21,6 @@ import importlib.util
 import threading
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import orjson
 
@@ -60,6 +59,8 @@ def _local_ranks(name: str, expected_hash: str | None) -> dict[bytes, int]:
 
 @functools.cache
 def _encoding(name: str) -> Any:
+    from unittest import mock  # here, not at the top: a worker that never counts tokens never loads it
+
     import tiktoken
     from tiktoken_ext import openai_public
 
