@@ -152,3 +152,51 @@ def test_each_worker_listens_on_its_own_socket_and_stops_on_sigterm(tmp_path):
         output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 0, output[-2000:]
     assert not _listening_inodes(port)
+
+
+# Packages a worker loads only when a feature needs them: the management API and the console
+# (first request under /api or /console), tracing (an OTLP endpoint), cloud credential chains (a
+# Bedrock, Vertex or Azure Entra channel), migrations (the start-up child process) and the local
+# tokenizer (the first count_tokens). Loading them all up front cost a worker 14 MB (bench.agent).
+LOADED_ON_USE = ("modelgate.api", "fastapi", "starlette", "opentelemetry", "botocore", "google.auth",
+                 "azure.identity", "alembic", "tiktoken", "unittest")
+
+SERVE_AND_REPORT_MODULES = """
+import asyncio, sys
+import modelgate.workers
+from modelgate.config import load_settings
+import modelgate.server
+
+def serve_one(settings, sockets=None):  # what uvicorn does with the app factory, without listening
+    from modelgate.gateway.app import create_app
+
+    app = create_app()
+
+    async def lifespan():
+        events = iter([{"type": "lifespan.startup"}, {"type": "lifespan.shutdown"}])
+        sent = []
+
+        async def receive():
+            return next(events)
+
+        async def send(message):
+            sent.append(message["type"])
+
+        await app(dict(type="lifespan"), receive, send)
+        assert sent == ["lifespan.startup.complete", "lifespan.shutdown.complete"], sent
+
+    asyncio.run(lifespan())
+    print("LOADED", sorted({m for m in sys.modules for p in LOADED_ON_USE if m == p or m.startswith(p + ".")}))
+
+LOADED_ON_USE = %r
+modelgate.workers.serve_one = serve_one
+modelgate.server.run(load_settings())
+"""
+
+
+def test_one_worker_serving_process_loads_no_optional_feature(tmp_path):
+    """With one worker, `modelgate serve` serves in its own process: what it imports is the worker's memory."""
+    proc = subprocess.run([sys.executable, "-c", SERVE_AND_REPORT_MODULES % (LOADED_ON_USE,)],
+                          env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "LOADED []" in proc.stdout, proc.stdout[-2000:]
