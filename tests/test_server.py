@@ -157,9 +157,11 @@ def test_each_worker_listens_on_its_own_socket_and_stops_on_sigterm(tmp_path):
 # Packages a worker loads only when a feature needs them: the management API and the console
 # (first request under /api or /console), tracing (an OTLP endpoint), cloud credential chains (a
 # Bedrock, Vertex or Azure Entra channel), migrations (the start-up child process) and the local
-# tokenizer (the first count_tokens). Loading them all up front cost a worker 14 MB (bench.agent).
+# tokenizer (the first count_tokens), the PostgreSQL dialect (a PostgreSQL database). Loading them all up
+# front cost a worker 16 MB (bench.agent).
 LOADED_ON_USE = ("modelgate.api", "fastapi", "starlette", "opentelemetry", "botocore", "google.auth",
-                 "azure.identity", "alembic", "tiktoken", "unittest")
+                 "azure.identity", "alembic", "tiktoken", "unittest",
+                 "sqlalchemy.dialects.postgresql")
 
 SERVE_AND_REPORT_MODULES = """
 import asyncio, sys

@@ -37,7 +37,6 @@ from typing import Any
 import orjson
 from prometheus_client import Counter, Gauge
 from sqlalchemy import Connection, Dialect, Table, insert, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, DataError, IntegrityError, StatementError
 
@@ -147,7 +146,10 @@ class UsageWriter:
         self.journal_root = Path(settings.data_dir) / "call-journal"
         self.journal = journals.CallJournal(self.journal_root, usage.journal_max_bytes) if usage.journal else None
         self._journal_behind = False  # rows left memory but are in our own closed journal segments
-        dialect_insert = sqlite_insert if db.is_sqlite else pg_insert
+        if db.is_sqlite:
+            dialect_insert = sqlite_insert
+        else:  # imported only here: the PostgreSQL dialect costs a SQLite worker 2.4 MB
+            from sqlalchemy.dialects.postgresql import insert as dialect_insert
         dialect = db.transaction_engine.dialect
         self._insert_calls = _PreparedInsert(
             dialect_insert(CallLog.__table__).on_conflict_do_nothing(index_elements=["trace_id"]), FIELD_NAMES, dialect)
