@@ -35,7 +35,7 @@ from modelgate.gateway.asgi import (
     send_error,
 )
 from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder, bearer_token
-from modelgate.protocols.body import ClientBody
+from modelgate.protocols.body import ClientBody, whole
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -189,8 +189,7 @@ class InferenceHandler:
             key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
             codec.check_headers(headers)
-            body = parse_json(await read_body(receive, MAX_BODY_BYTES))
-            model, stream = codec.validate(body, headers)
+            body, model, stream = read_request(codec, await read_body(receive, MAX_BODY_BYTES), headers)
             record.model, record.stream = model, stream
             routes, exists = self.rt.snapshot.routes_for(app, model)
             if not routes:
@@ -343,7 +342,7 @@ class _Call:
 
     def ir(self) -> ChatRequest:
         if self._ir is None:
-            self._ir = self.codec.to_ir(self.body)
+            self._ir = self.codec.to_ir(whole(self.body))
         return self._ir
 
     def _request(self, route: Route, endpoint: Endpoint) -> tuple[Any, UpstreamRequest, bool]:
@@ -375,7 +374,7 @@ class _Call:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
-            return self.codec.encode_response(resp_ir, self.model, self.body), resp_ir.usage
+            return self.codec.encode_response(resp_ir, self.model, whole(self.body)), resp_ir.usage
         parsed = read_native_answer(adapter, data, resp_headers, endpoint)
         if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
             data = set_model(data, model_field(self.model), 1)
@@ -402,7 +401,7 @@ class _Call:
                     handle = StreamHandle(resp, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
                 else:
                     handle = StreamHandle(resp, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
-                                          encoder=self.codec.stream_encoder(self.model, self.body))
+                                          encoder=self.codec.stream_encoder(self.model, whole(self.body)))
                 while not handle.first:
                     chunk = await resp.content.readany()
                     if chunk:
@@ -595,6 +594,17 @@ def _note_route(record: CallRecord, ctx: CallContext) -> None:
     if ctx.route is not None:
         record.channel_id = ctx.route.channel_id
         record.provider_kind = ctx.route.provider_kind
+
+
+def read_request(codec: ClientCodec, raw: bytes, headers: dict[bytes, bytes]) -> tuple[Any, str, bool]:
+    """(body, model, stream) of a valid request: through the codec's typed view when it knows
+    the request (no dict tree), else parsed and validated (the codec's own errors)."""
+    typed = codec.read_typed(raw, headers)
+    if typed is not None:
+        return typed
+    body = parse_json(raw)
+    model, stream = codec.validate(body, headers)
+    return body, model, stream
 
 
 def parse_json(raw: bytes) -> Any:

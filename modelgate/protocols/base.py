@@ -79,6 +79,11 @@ class ClientCodec(Protocol):
         """
         ...
 
+    def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
+        """(body, model, stream) of a usual request that `validate` accepts, read through the
+        codec's typed view (protocols/typed_view.py) with no dict tree; None: let validate decide."""
+        ...
+
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         """The client's protocol headers an upstream of the same wire must see unchanged (pass-through)."""
         ...

@@ -11,6 +11,12 @@ renamed or rewritten, e.g. the model id of a channel serving another upstream na
 The rule that keeps this exact: the gateway changes a body only by assigning top-level
 fields (never by editing nested values in place), so comparing the top-level values
 with those received tells what changed.
+
+A body read through a codec's typed view (protocols/typed_view.py) is partial: its large
+fields (the conversation, the tools) hold `NOT_DECODED`, since pass-through only forwards
+them. `whole` decodes the rest on the first need (conversion, a fresh serialisation). A
+partial body is never edited (only a rewritten body is, which the typed views leave to the
+codec's own path).
 """
 
 from __future__ import annotations
@@ -22,13 +28,33 @@ import orjson
 _MISSING = object()
 
 
-class ClientBody(dict):
-    __slots__ = ("raw", "received")
+class _NotDecoded:
+    __slots__ = ()
 
-    def __init__(self, parsed: dict[str, Any], raw: bytes) -> None:
+    def __repr__(self) -> str:
+        return "NOT_DECODED"
+
+
+NOT_DECODED: Any = _NotDecoded()  # a field of a partial body that was validated but not decoded
+
+
+class ClientBody(dict):
+    __slots__ = ("raw", "received", "_whole")
+
+    def __init__(self, parsed: dict[str, Any], raw: bytes, partial: bool = False) -> None:
         super().__init__(parsed)
         self.raw = raw
         self.received = parsed  # the parse result itself: nothing else holds or changes it
+        self._whole: ClientBody | None = None if partial else self
+
+
+def whole(body: Mapping[str, Any]) -> Any:
+    """`body` with every field decoded (a partial body's are decoded from its bytes once)."""
+    if not isinstance(body, ClientBody):
+        return body
+    if body._whole is None:
+        body._whole = ClientBody(orjson.loads(body.raw), body.raw)
+    return body._whole
 
 
 def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
@@ -43,6 +69,8 @@ def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
             spliced = _splice(body.raw, added)
             if spliced is not None:
                 return spliced
+        if body._whole is not body:  # a partial body, never edited: its fields as the client sent them
+            forwarded = {**whole(body), **changes}
     return orjson.dumps(forwarded)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from modelgate.errors import ClientProtocol, invalid_request
-from modelgate.protocols import sse
+from modelgate.protocols import chat_view, sse
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.messages import cache_mark
 from modelgate.protocols.model_name import model_field, set_model
@@ -301,6 +301,9 @@ class ChatCodec:
         if n is not None and (not _is_int(n) or n < 1):
             raise invalid_request("'n' must be a positive integer")
         return model, stream
+
+    def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
+        return chat_view.read(raw)
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         system: list[str] = []

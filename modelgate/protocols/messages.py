@@ -979,6 +979,9 @@ class MessagesCodec:
     def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         return validate(body, betas(headers) if headers else None)
 
+    def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
+        return None
+
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         return vendor_headers(headers)
 

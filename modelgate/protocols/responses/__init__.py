@@ -38,6 +38,9 @@ class ResponsesCodec:
     def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
         return decode.validate(body)
 
+    def read_typed(self, raw: bytes, headers: Headers) -> tuple[Any, str, bool] | None:
+        return None
+
     def upstream_headers(self, headers: Headers) -> dict[str, str]:
         return {}  # nothing of a Responses client's headers is the upstream's business
 
