@@ -20,7 +20,7 @@ import orjson
 
 from modelgate import errors
 from modelgate.errors import ClientProtocol, ErrorType
-from modelgate.protocols import sse
+from modelgate.protocols import messages_view, sse
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
@@ -980,7 +980,7 @@ class MessagesCodec:
         return validate(body, betas(headers) if headers else None)
 
     def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
-        return None
+        return messages_view.read(raw, allows_mid_conversation_system(betas(headers)))
 
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         return vendor_headers(headers)

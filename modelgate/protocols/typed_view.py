@@ -76,6 +76,11 @@ def object_or_null(piece: msgspec.Raw) -> bool:
     return memoryview(piece)[:1] in (b"{", b"n")
 
 
+def is_object(piece: msgspec.Raw) -> bool:
+    """Whether a Raw piece holds a JSON object."""
+    return memoryview(piece)[:1] == b"{"
+
+
 def value(piece: msgspec.Raw) -> Any:
     """The Python value of a Raw piece, exactly as orjson reads it."""
     return orjson.loads(bytes(piece))

@@ -1,0 +1,174 @@
+"""The messages request as a typed view (protocols/typed_view.py): `messages.validate` in
+msgspec types, for the requests clients usually send. None: let validate decide."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from msgspec import UNSET, Raw, UnsetType
+
+from modelgate.protocols.body import ClientBody
+from modelgate.protocols.typed_view import Int, Opt, PositiveInt, View, decoder, is_object, partial_body, sound
+
+
+class CacheControl(View):
+    type: str
+    ttl: Union[str, UnsetType] = UNSET
+
+
+class Block(View, tag_field="type"):
+    """A content block; its `type` picks the class (a union of them requires it)."""
+
+
+class TextBlock(Block, tag="text"):
+    text: str
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class Base64Source(View, tag_field="type", tag="base64"):
+    media_type: str
+    data: str
+
+
+class UrlSource(View, tag_field="type", tag="url"):
+    url: str
+
+
+class ImageBlock(Block, tag="image"):
+    source: Union[Base64Source, UrlSource]
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class DocumentBlock(Block, tag="document"):
+    source: Raw
+    title: Union[str, None] = None
+    context: Union[str, None] = None
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class ToolUseBlock(Block, tag="tool_use"):
+    id: str
+    name: str
+    input: Raw
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class ToolResultBlock(Block, tag="tool_result"):
+    tool_use_id: str
+    content: Union[str, list[Union[TextBlock, ImageBlock, DocumentBlock]], None] = None
+    is_error: Union[bool, UnsetType] = UNSET
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class ThinkingBlock(Block, tag="thinking"):
+    thinking: str
+    signature: Union[str, None] = None
+
+
+class RedactedThinkingBlock(Block, tag="redacted_thinking"):
+    data: str
+
+
+AnyBlock = Union[TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock,
+                 RedactedThinkingBlock]
+
+
+class Message(View):
+    role: Literal["user", "assistant", "system"]
+    content: Union[str, list[AnyBlock]]
+
+
+class Tool(View):
+    name: str
+    type: Union[str, None] = None
+    description: Union[str, None] = None
+    input_schema: Union[Raw, UnsetType] = UNSET
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
+class ToolChoice(View):
+    type: Literal["auto", "any", "tool", "none"]
+    name: Union[str, UnsetType] = UNSET
+    disable_parallel_tool_use: Union[bool, None] = None
+
+
+class Metadata(View):
+    user_id: Union[str, None] = None
+
+
+class MessagesRequest(View):
+    model: str
+    messages: list[Message]
+    max_tokens: PositiveInt
+    system: Opt[Union[str, list[Union[TextBlock, ImageBlock]]]] = UNSET  # only text blocks pass
+    temperature: Opt[float] = UNSET
+    top_p: Opt[float] = UNSET
+    top_k: Opt[Int] = UNSET
+    stop_sequences: Opt[list[str]] = UNSET
+    tools: Opt[list[Tool]] = UNSET
+    tool_choice: Opt[ToolChoice] = UNSET
+    stream: Opt[bool] = UNSET
+    metadata: Opt[Metadata] = UNSET
+    # Read by the conversion only, not checked by validate: kept as JSON.
+    thinking: Union[Raw, UnsetType] = UNSET
+    service_tier: Union[Raw, UnsetType] = UNSET
+    context_management: Union[Raw, UnsetType] = UNSET
+
+
+_decode = decoder(MessagesRequest)
+
+
+def _blocks_sound(blocks: list, role: str, pieces: list[Raw]) -> bool:
+    """The rules of messages._check_block a type cannot say; collects the Raw pieces."""
+    for block in blocks:
+        kind = type(block)
+        if kind is ToolUseBlock:
+            if role != "assistant" or not is_object(block.input):
+                return False
+            pieces.append(block.input)
+        elif kind is ToolResultBlock:
+            if role != "user" or (isinstance(block.content, list) and not _blocks_sound(block.content, role, pieces)):
+                return False
+        elif kind is DocumentBlock:
+            if not is_object(block.source):
+                return False
+            pieces.append(block.source)
+    return True
+
+
+def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bool] | None:
+    """(body, model, stream) of a request `messages.validate` accepts, or None to let it decide.
+    `mid_conversation_system`: the request's betas allow system entries inside `messages`."""
+    request = _decode(raw)
+    if request is None or not request.model or not request.messages:
+        return None
+    pieces: list[Raw] = []  # the free-form JSON msgspec only skipped
+    last = len(request.messages) - 1
+    for i, message in enumerate(request.messages):
+        content = message.content
+        if message.role == "system":
+            if not mid_conversation_system or not content or (
+                    isinstance(content, list) and any(type(block) is not TextBlock for block in content)):
+                return None
+        elif not content and not (i == last and message.role == "assistant"):
+            return None  # only a final assistant turn (a prefill) may be empty
+        elif isinstance(content, list) and not _blocks_sound(content, message.role, pieces):
+            return None
+    if isinstance(request.system, list) and any(type(block) is not TextBlock for block in request.system):
+        return None
+    for number in (request.temperature, request.top_p):
+        if isinstance(number, float) and not 0 <= number <= 1:
+            return None
+    for tool in request.tools or ():
+        if tool.type in (None, "custom"):  # a custom tool; vendor tools carry a versioned type
+            if tool.input_schema is UNSET or not is_object(tool.input_schema):
+                return None
+        if tool.input_schema is not UNSET:
+            pieces.append(tool.input_schema)
+    if request.tool_choice and request.tool_choice.type == "tool" and request.tool_choice.name is UNSET:
+        return None
+    pieces.extend(piece for piece in (request.thinking, request.service_tier, request.context_management)
+                  if piece is not UNSET)
+    if not sound(pieces):
+        return None
+    return partial_body(request, raw), request.model, bool(request.stream)
