@@ -93,7 +93,7 @@ def decoder(view: type[View]) -> Callable[[bytes], Any]:
     def read(raw: bytes) -> Any:
         try:
             return decode(raw)
-        except msgspec.DecodeError:  # also a ValidationError
+        except (msgspec.DecodeError, UnicodeDecodeError):  # DecodeError: also a ValidationError
             return None
 
     return read

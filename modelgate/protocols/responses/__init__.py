@@ -15,7 +15,7 @@ from modelgate.errors import ClientProtocol
 from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
-from modelgate.protocols.responses import decode
+from modelgate.protocols.responses import decode, view
 from modelgate.protocols.responses.encode import encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
 
@@ -39,7 +39,7 @@ class ResponsesCodec:
         return decode.validate(body)
 
     def read_typed(self, raw: bytes, headers: Headers) -> tuple[Any, str, bool] | None:
-        return None
+        return view.read(raw)
 
     def upstream_headers(self, headers: Headers) -> dict[str, str]:
         return {}  # nothing of a Responses client's headers is the upstream's business

@@ -1,0 +1,162 @@
+"""The Responses request as a typed view (protocols/typed_view.py): `decode.validate` in
+msgspec types, for the requests clients usually send. None: let validate decide."""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+from msgspec import UNSET, Raw, UnsetType
+
+from modelgate.protocols.body import ClientBody
+from modelgate.protocols.typed_view import Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound
+
+
+class Part(View):
+    type: Literal["input_text", "output_text", "input_image", "refusal"]  # files are left to validate
+    text: Union[str, UnsetType] = UNSET
+    refusal: Union[str, UnsetType] = UNSET
+    image_url: Union[str, UnsetType] = UNSET
+    detail: Union[str, UnsetType] = UNSET
+    annotations: Union[Raw, UnsetType] = UNSET
+
+
+class SummaryPart(View):
+    type: str
+    text: str
+
+
+class Item(View):
+    """An input item of any kind (a message when `type` is absent); `read` checks each kind's fields."""
+
+    type: str = "message"
+    id: Union[str, UnsetType] = UNSET
+    status: Union[str, UnsetType] = UNSET
+    role: Union[Literal["user", "assistant", "system", "developer"], UnsetType] = UNSET
+    content: Union[str, list[Part], None] = None
+    call_id: Union[str, UnsetType] = UNSET
+    name: Union[str, UnsetType] = UNSET
+    arguments: Union[str, UnsetType] = UNSET
+    output: Union[str, list[Part], UnsetType] = UNSET
+    summary: Union[list[SummaryPart], UnsetType] = UNSET
+    encrypted_content: Union[str, None] = None
+
+
+class Tool(View):
+    type: str
+    name: Union[str, UnsetType] = UNSET
+    description: Union[str, None] = None
+    parameters: Union[Raw, UnsetType] = UNSET
+    strict: Union[bool, None] = None
+
+
+class ToolChoice(View):
+    type: str
+    name: Union[str, UnsetType] = UNSET
+
+
+class Format(View):
+    type: Literal["text", "json_object", "json_schema"]
+    name: Union[str, UnsetType] = UNSET
+    schema: Union[Raw, UnsetType] = UNSET
+    description: Union[str, None] = None
+    strict: Union[bool, None] = None
+
+
+class Text(View):
+    format: Union[Format, None] = None
+    verbosity: Union[str, None] = None
+
+
+class Reasoning(View):
+    effort: Union[Literal["none", "minimal", "low", "medium", "high", "xhigh"], None] = None
+    summary: Union[Literal["auto", "concise", "detailed"], None] = None
+
+
+class ResponsesRequest(View):
+    model: str
+    input: Union[str, list[Item]]  # without it a stored conversation is meant: left to validate
+    instructions: Opt[str] = UNSET
+    previous_response_id: Opt[str] = UNSET
+    prompt_cache_key: Opt[str] = UNSET
+    user: Opt[str] = UNSET
+    safety_identifier: Opt[str] = UNSET
+    tools: Opt[list[Tool]] = UNSET
+    tool_choice: Opt[Union[Literal["auto", "none", "required"], ToolChoice]] = UNSET
+    max_output_tokens: Opt[PositiveInt] = UNSET
+    temperature: Opt[float] = UNSET
+    top_p: Opt[float] = UNSET
+    text: Opt[Text] = UNSET
+    reasoning: Opt[Reasoning] = UNSET
+    stream: Opt[bool] = UNSET
+    store: Opt[bool] = UNSET
+    parallel_tool_calls: Opt[bool] = UNSET
+    background: Opt[bool] = UNSET
+    metadata: Opt[dict[str, str]] = UNSET
+    include: Opt[list[str]] = UNSET
+    service_tier: Opt[str] = UNSET
+    truncation: Opt[str] = UNSET
+
+
+_decode = decoder(ResponsesRequest)
+def _item_sound(item: Item, pieces: list[Raw]) -> bool:
+    """The rules of decode._check_item a type cannot say; collects the Raw pieces."""
+    kind = item.type
+    if kind == "message":
+        if item.role is UNSET or item.content is None:
+            return False
+    elif kind == "function_call":
+        if item.call_id is UNSET or item.name is UNSET or item.arguments is UNSET:
+            return False
+    elif kind == "function_call_output":
+        if item.call_id is UNSET or item.output is UNSET:
+            return False
+    elif kind == "reasoning":
+        if item.summary is UNSET or item.content:  # reasoning text parts are left to validate
+            return False
+    else:
+        return False  # other kinds are the vendor's: left to validate
+    for parts in (item.content, item.output):
+        if isinstance(parts, list):
+            for part in parts:
+                kind = part.type
+                if kind == "input_image":
+                    if part.image_url is UNSET:
+                        return False
+                elif (part.text if kind != "refusal" else part.refusal) is UNSET:
+                    return False
+                if part.annotations is not UNSET:
+                    pieces.append(part.annotations)
+    return True
+
+
+def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
+    """(body, model, stream) of a request `decode.validate` accepts, or None to let it decide."""
+    request = _decode(raw)
+    if request is None or not request.model:
+        return None
+    pieces: list[Raw] = []  # the free-form JSON msgspec only skipped
+    if isinstance(request.input, list) and not all(_item_sound(item, pieces) for item in request.input):
+        return None
+    for tool in request.tools or ():
+        if tool.type == "function" and (not tool.name or (
+                tool.parameters is not UNSET and not object_or_null(tool.parameters))):
+            return None
+        if tool.parameters is not UNSET:
+            pieces.append(tool.parameters)
+    choice = request.tool_choice
+    if isinstance(choice, ToolChoice) and (choice.type == "allowed_tools"
+                                           or (choice.type == "function" and choice.name is UNSET)):
+        return None
+    for number, high in ((request.temperature, 2), (request.top_p, 1)):
+        if isinstance(number, float) and not 0 <= number <= high:
+            return None
+    if request.text and request.text.format is not None:
+        fmt = request.text.format
+        if fmt.type == "json_schema" and (fmt.name is UNSET or fmt.schema is UNSET
+                                          or memoryview(fmt.schema)[:1] != b"{"):
+            return None
+        if fmt.schema is not UNSET:
+            pieces.append(fmt.schema)
+    if not sound(pieces):
+        return None
+    return partial_body(request, raw), request.model, bool(request.stream)

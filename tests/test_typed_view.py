@@ -1,0 +1,231 @@
+"""The codecs' typed views (protocols/typed_view.py) against their own path (parse_json + validate).
+
+The typed view is a fast path only: on every body it must give what the codec's own path gives,
+the same (model, stream) and forwarded bytes, or the same error. The corpus: the benchmark's agent
+bodies, requests shaped like those of the usual clients, and those mutated field by field (other
+types, out-of-range numbers, deep nesting, unknown fields, invalid UTF-8, numbers orjson refuses).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import orjson
+import pytest
+
+from bench.workloads import AGENT_80, AGENT_150, agent_chat_body, agent_messages_body, agent_responses_body
+from modelgate.errors import GatewayError
+from modelgate.gateway.inference import parse_json, read_request
+from modelgate.protocols.body import NOT_DECODED, forward, whole
+from modelgate.protocols.chat import ChatCodec
+from modelgate.protocols.messages import MID_CONVERSATION_SYSTEM_BETA, MessagesCodec
+from modelgate.protocols.responses import ResponsesCodec
+
+CHAT, MESSAGES, RESPONSES = ChatCodec(), MessagesCodec(), ResponsesCodec()
+VERSION = {b"anthropic-version": b"2023-06-01"}
+WITH_BETA = {**VERSION, b"anthropic-beta": MID_CONVERSATION_SYSTEM_BETA.encode()}
+
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string", "description": "Where"},
+                                           "limit": {"type": "integer", "minimum": 1, "maximum": 2000}},
+          "required": ["path"], "additionalProperties": False}
+
+CHAT_BODIES = [
+    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}]},
+    {"model": "gpt-x", "stream": True, "stream_options": {"include_usage": False}, "temperature": 0.2, "top_p": 1,
+     "max_completion_tokens": 100, "stop": ["\n"], "seed": 7, "n": 1, "user": "u", "parallel_tool_calls": False,
+     "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA, "strict": True}},
+     "messages": [
+         {"role": "system", "content": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}]},
+         {"role": "developer", "content": "dev"},
+         {"role": "user", "content": [{"type": "text", "text": "q"}], "name": "me"},
+         {"role": "assistant", "content": None, "reasoning_content": "think",
+          "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+         {"role": "tool", "tool_call_id": "c1", "content": "result é ☃"},
+     ],
+     "tools": [{"type": "function", "function": {"name": "read", "description": "Read", "parameters": SCHEMA}}],
+     "tool_choice": {"type": "function", "function": {"name": "read"}}},
+    {"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}], "tool_choice": "read",
+     "tools": [{"type": "function", "function": {"name": "read"}}], "metadata": {"k": "v"}, "stream": None},
+]
+
+MESSAGES_BODIES = [
+    {"model": "claude-x", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+    {"model": "claude-x", "max_tokens": 1024, "stream": True, "temperature": 1, "top_k": 5, "top_p": 0.5,
+     "stop_sequences": ["END"], "metadata": {"user_id": "u1"}, "thinking": {"type": "enabled", "budget_tokens": 2000},
+     "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+     "tools": [{"name": "Read", "description": "Read a file", "input_schema": SCHEMA,
+                "cache_control": {"type": "ephemeral"}},
+               {"type": "bash_20250124", "name": "bash"}],
+     "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+     "messages": [
+         {"role": "user", "content": [
+             {"type": "text", "text": "look"},
+             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+             {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+             {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "doc"}}]},
+         {"role": "assistant", "content": [
+             {"type": "thinking", "thinking": "hmm", "signature": "sig"},
+             {"type": "redacted_thinking", "data": "xx"},
+             {"type": "tool_use", "id": "toolu_1", "name": "Read", "input": {"path": "a.py"}}]},
+         {"role": "user", "content": [
+             {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": False,
+              "content": [{"type": "text", "text": "line 1 ✓"}], "cache_control": {"type": "ephemeral"}},
+             {"type": "text", "text": "go on"}]},
+         {"role": "assistant", "content": ""},
+     ]},
+    {"model": "claude-x", "max_tokens": 5, "messages": [
+        {"role": "user", "content": "a"},
+        {"role": "system", "content": [{"type": "text", "text": "mid-conversation"}]},
+        {"role": "user", "content": "b"}]},
+]
+
+RESPONSES_BODIES = [
+    {"model": "gpt-x", "input": "hi"},
+    {"model": "gpt-x", "instructions": "be brief", "store": False, "stream": True, "include": ["reasoning.encrypted_content"],
+     "prompt_cache_key": "k", "parallel_tool_calls": True, "max_output_tokens": 50, "temperature": 1.5, "top_p": 0.9,
+     "reasoning": {"effort": "high", "summary": "auto"}, "metadata": {"a": "b"},
+     "text": {"format": {"type": "json_schema", "name": "out", "schema": SCHEMA, "strict": True}, "verbosity": "low"},
+     "tools": [{"type": "function", "name": "read", "description": "Read", "parameters": SCHEMA, "strict": False},
+               {"type": "web_search"}],
+     "tool_choice": {"type": "function", "name": "read"},
+     "input": [
+         {"role": "user", "content": [{"type": "input_text", "text": "q"},
+                                      {"type": "input_image", "image_url": "https://x/a.png", "detail": "auto"}]},
+         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}],
+          "encrypted_content": "enc"},
+         {"type": "message", "role": "assistant", "id": "m1", "status": "completed",
+          "content": [{"type": "output_text", "text": "a", "annotations": []}]},
+         {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read", "arguments": "{}"},
+         {"type": "function_call_output", "call_id": "c1", "output": "done"},
+         {"type": "message", "role": "developer", "content": "dev"},
+     ]},
+]
+
+# Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
+REPLACEMENTS: list[Any] = [
+    None, True, False, 0, -1, 1, 2.5, 3, 2**63, 2**64, 10**30, "", "x", "@INF", "@BADUTF8", "@SURROGATE", "@DEEP",
+    "@DEEPISH", [], [1], ["x"], {}, {"type": "text"}, {"type": "function", "name": "read"},
+    # names the codecs give a meaning to: roles, types, choices
+    "user", "assistant", "system", "developer", "tool", "text", "image", "tool_use", "tool_result", "custom",
+    "function", "message", "reasoning", "function_call", "input_image", "refusal", "json_schema", "auto", "read",
+]
+MARKERS = {b'"@INF"': b"1e400", b'"@BADUTF8"': b'"\xff"', b'"@SURROGATE"': b'"\\ud800"',
+           b'"@DEEP"': b"[" * 300 + b"]" * 300, b'"@DEEPISH"': b"[" * 250 + b"]" * 250}
+
+
+def encode(value: Any) -> bytes:
+    raw = json.dumps(value, ensure_ascii=False).encode()
+    for marker, text in MARKERS.items():
+        raw = raw.replace(marker, text)
+    return raw
+
+
+def paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield (*prefix, key)
+            yield from paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield (*prefix, index)
+            yield from paths(item, (*prefix, index))
+
+
+def replaced(value: Any, path: tuple, new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        out = dict(value)
+        if not rest and new is DELETE:
+            del out[head]
+        else:
+            out[head] = replaced(value[head], rest, new)
+        return out
+    out = list(value)
+    if not rest and new is DELETE:
+        del out[head]
+    else:
+        out[head] = replaced(value[head], rest, new)
+    return out
+
+
+DELETE = object()
+UNKNOWN = object()
+
+
+def mutations(body: dict[str, Any]) -> Iterator[bytes]:
+    yield encode(body)
+    yield orjson.dumps(body, option=orjson.OPT_INDENT_2)
+    raw = orjson.dumps(body)
+    yield raw[:-1] + b',"model":"other"}'  # a duplicate key: the last one counts
+    yield raw[:-1] + b',"model":5}'
+    yield b'{"model":5,' + raw[1:]
+    yield raw + b"x"
+    yield b"\xef\xbb\xbf" + raw
+    yield raw.replace(b'"', b"'", 1)
+    for path in paths(body):
+        for new in (*REPLACEMENTS, DELETE):
+            yield encode(replaced(body, path, new))
+        parent = path[:-1]
+        target = body
+        for step in parent:
+            target = target[step]
+        if isinstance(target, dict):
+            yield encode(replaced(body, parent, {**target, "zz_unknown": 1}))
+
+
+def outcome(codec: Any, raw: bytes, headers: dict[bytes, bytes], typed: bool) -> tuple:
+    """What the gateway makes of a body: the error, or (model, stream), what it forwards on
+    each route and the whole body a conversion reads."""
+    try:
+        if typed:
+            body, model, stream = read_request(codec, raw, headers)
+        else:
+            body = parse_json(raw)
+            model, stream = codec.validate(body, headers)
+    except GatewayError as err:
+        return ("error", err.status, err.message, codec.validation_body(err.message))
+    changes = [{"model": model}, {"model": "renamed"},
+               {"model": model, "stream_options": {**(body.get("stream_options") or {}), "include_usage": True}}]
+    decoded = whole(body)
+    head = {name: value for name, value in body.items() if value is not NOT_DECODED}
+    assert all(type(decoded[name]) is type(value) and decoded[name] == value for name, value in head.items())
+    return ("ok", model, stream, [forward(body, change) for change in changes], list(decoded.items()))
+
+
+CORPUS = [
+    *[(CHAT, agent_chat_body(shape, "m", stream), {}) for shape in (AGENT_150, AGENT_80) for stream in (False, True)],
+    *[(MESSAGES, agent_messages_body(shape, "m", stream), VERSION) for shape in (AGENT_150, AGENT_80)
+      for stream in (False, True)],
+    *[(RESPONSES, agent_responses_body(shape, "m", stream), {}) for shape in (AGENT_150, AGENT_80)
+      for stream in (False, True)],
+]
+
+
+@pytest.mark.parametrize("codec,raw,headers", CORPUS, ids=lambda v: getattr(v, "protocol", None) and v.protocol.value)
+def test_agent_bodies_take_the_typed_view_with_the_same_result(codec: Any, raw: bytes, headers: dict) -> None:
+    assert codec.read_typed(raw, headers) is not None  # the usual request never falls back
+    assert outcome(codec, raw, headers, typed=True) == outcome(codec, raw, headers, typed=False)
+
+
+@pytest.mark.parametrize("codec,bodies,headers", [
+    (CHAT, CHAT_BODIES, {}), (MESSAGES, MESSAGES_BODIES, WITH_BETA), (MESSAGES, MESSAGES_BODIES, VERSION),
+    (RESPONSES, RESPONSES_BODIES, {}),
+], ids=["chat", "messages-beta", "messages", "responses"])
+def test_mutated_bodies_give_the_same_result_or_error(codec: Any, bodies: list, headers: dict) -> None:
+    taken = 0
+    for body in bodies:
+        for raw in mutations(body):
+            typed = outcome(codec, raw, headers, typed=True)
+            assert typed == outcome(codec, raw, headers, typed=False), raw[:300]
+            taken += codec.read_typed(raw, headers) is not None
+    assert taken > 100  # the view knows the mutations validate accepts, not only the bodies as given
+
+
+def test_the_usual_requests_take_the_typed_view() -> None:
+    for codec, bodies, headers in ((CHAT, CHAT_BODIES[:2], {}), (MESSAGES, MESSAGES_BODIES, WITH_BETA),
+                                   (RESPONSES, RESPONSES_BODIES, {})):
+        for body in bodies:
+            assert codec.read_typed(orjson.dumps(body), headers) is not None, body
