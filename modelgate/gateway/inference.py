@@ -105,6 +105,9 @@ class StreamHandle:
 class InferenceHandler:
     def __init__(self, runtime: Any) -> None:
         self.rt = runtime
+        # Per (application, client protocol): whether its last call decoded the whole body anyway
+        # (a conversion, or a model renamed on the way), so the next one skips the typed view.
+        self._decodes_whole: dict[tuple[int, str], bool] = {}
 
     # --- auth ---------------------------------------------------------------
 
@@ -189,9 +192,13 @@ class InferenceHandler:
             key, app = await self.authenticate(codec.api_key(headers), ip)
             record.api_key_id, record.application_id = key.id, app.id
             codec.check_headers(headers)
-            body, model, stream = read_request(codec, await read_body(receive, MAX_BODY_BYTES), headers)
+            usual = (app.id, codec.native_wire)
+            body, model, stream = read_request(codec, await read_body(receive, MAX_BODY_BYTES), headers,
+                                               typed=not self._decodes_whole.get(usual, False))
             record.model, record.stream = model, stream
             routes, exists = self.rt.snapshot.routes_for(app, model)
+            if routes:
+                self._decodes_whole[usual] = not _forwards_as_sent(codec, routes[0], model)
             if not routes:
                 if exists:
                     raise errors.access_denied(
@@ -596,15 +603,26 @@ def _note_route(record: CallRecord, ctx: CallContext) -> None:
         record.provider_kind = ctx.route.provider_kind
 
 
-def read_request(codec: ClientCodec, raw: bytes, headers: dict[bytes, bytes]) -> tuple[Any, str, bool]:
+def read_request(codec: ClientCodec, raw: bytes, headers: dict[bytes, bytes],
+                 typed: bool = True) -> tuple[Any, str, bool]:
     """(body, model, stream) of a valid request: through the codec's typed view when it knows
-    the request (no dict tree), else parsed and validated (the codec's own errors)."""
-    typed = codec.read_typed(raw, headers)
-    if typed is not None:
-        return typed
+    the request (no dict tree; `typed`: worth trying), else parsed and validated (the codec's
+    own errors). Both give the same result."""
+    if typed:
+        read = codec.read_typed(raw, headers)
+        if read is not None:
+            return read
     body = parse_json(raw)
     model, stream = codec.validate(body, headers)
     return body, model, stream
+
+
+def _forwards_as_sent(codec: ClientCodec, route: Route, model: str) -> bool:
+    """Whether a call on `route` forwards the client's own bytes (pass-through, same model id):
+    else a conversion or a fresh serialisation decodes the whole body, and the typed view,
+    which pass-through only needs, would be paid for nothing."""
+    adapter = get_kind(route.provider_kind).adapter_for(codec.native_wire)
+    return adapter.wire == codec.native_wire and route.upstream_model == model
 
 
 def parse_json(raw: bytes) -> Any:
