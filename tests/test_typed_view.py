@@ -105,13 +105,14 @@ RESPONSES_BODIES = [
 # Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
 REPLACEMENTS: list[Any] = [
     None, True, False, 0, -1, 1, 2.5, 3, 2**63, 2**64, 10**30, "", "x", "@INF", "@BADUTF8", "@SURROGATE", "@DEEP",
-    "@DEEPISH", [], [1], ["x"], {}, {"type": "text"}, {"type": "function", "name": "read"},
+    "@DEEPISH", "@DEEPEST", [], [1], ["x"], {}, {"type": "text"}, {"type": "function", "name": "read"},
     # names the codecs give a meaning to: roles, types, choices
     "user", "assistant", "system", "developer", "tool", "text", "image", "tool_use", "tool_result", "custom",
     "function", "message", "reasoning", "function_call", "input_image", "refusal", "json_schema", "auto", "read",
 ]
 MARKERS = {b'"@INF"': b"1e400", b'"@BADUTF8"': b'"\xff"', b'"@SURROGATE"': b'"\\ud800"',
-           b'"@DEEP"': b"[" * 300 + b"]" * 300, b'"@DEEPISH"': b"[" * 250 + b"]" * 250}
+           b'"@DEEP"': b"[" * 300 + b"]" * 300, b'"@DEEPISH"': b"[" * 250 + b"]" * 250,
+           b'"@DEEPEST"': b"[" * 2000 + b"]" * 2000}
 
 
 def encode(value: Any) -> bytes:

@@ -19,6 +19,10 @@ codec's own path, which gives today's errors word for word. What keeps this exac
   except inside `Raw` pieces, where it checks neither UTF-8 nor number range, and for
   integers beyond 64 bits, which orjson reads as floats: `sound` and `Int` cover those;
 - the depth limit (inference.MAX_JSON_DEPTH) can only be reached inside a `Raw` piece.
+
+One difference is left: of a key repeated within one object, orjson and msgspec keep the
+last value, and msgspec skips an earlier `Raw` value unread, so an earlier value with
+invalid UTF-8 or a number orjson refuses as infinite is forwarded instead of refused.
 """
 
 from __future__ import annotations
@@ -93,7 +97,9 @@ def decoder(view: type[View]) -> Callable[[bytes], Any]:
     def read(raw: bytes) -> Any:
         try:
             return decode(raw)
-        except (msgspec.DecodeError, UnicodeDecodeError):  # DecodeError: also a ValidationError
+        # DecodeError: also a ValidationError; RecursionError: nested deeper than the stack allows
+        # (orjson's own limit, 1024 levels, is deeper still: the codec's path refuses it too).
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return None
 
     return read
