@@ -39,18 +39,21 @@ NOT_DECODED: Any = _NotDecoded()  # a field of a partial body that was validated
 
 
 class ClientBody(dict):
-    __slots__ = ("raw", "received", "_whole")
+    __slots__ = ("raw", "received", "partial", "_whole")
 
     def __init__(self, parsed: dict[str, Any], raw: bytes, partial: bool = False) -> None:
         super().__init__(parsed)
         self.raw = raw
         self.received = parsed  # the parse result itself: nothing else holds or changes it
-        self._whole: ClientBody | None = None if partial else self
+        self.partial = partial
+        # A partial body's fields decoded (never the body itself: a cycle would leave the tree
+        # to the cyclic garbage collector instead of freeing it when the call ends).
+        self._whole: ClientBody | None = None
 
 
 def whole(body: Mapping[str, Any]) -> Any:
     """`body` with every field decoded (a partial body's are decoded from its bytes once)."""
-    if not isinstance(body, ClientBody):
+    if not isinstance(body, ClientBody) or not body.partial:
         return body
     if body._whole is None:
         body._whole = ClientBody(orjson.loads(body.raw), body.raw)
@@ -69,7 +72,7 @@ def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
             spliced = _splice(body.raw, added)
             if spliced is not None:
                 return spliced
-        if body._whole is not body:  # a partial body, never edited: its fields as the client sent them
+        if body.partial:  # never edited: its fields as the client sent them
             forwarded = {**whole(body), **changes}
     return orjson.dumps(forwarded)
 
