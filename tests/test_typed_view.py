@@ -230,3 +230,14 @@ def test_the_usual_requests_take_the_typed_view() -> None:
                                    (RESPONSES, RESPONSES_BODIES, {})):
         for body in bodies:
             assert codec.read_typed(orjson.dumps(body), headers) is not None, body
+
+
+def test_the_tool_definitions_found_sound_are_remembered_within_bounds() -> None:
+    from modelgate.protocols import typed_view
+
+    for i in range(3 * typed_view._DEFINITIONS_KEPT):
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": {"description": str(i)}}}]}
+        assert CHAT.read_typed(orjson.dumps(body), {}) is not None
+    assert len(typed_view._SOUND_DEFINITIONS) == typed_view._DEFINITIONS_KEPT
+    assert b'{"description":"47"}' in typed_view._SOUND_DEFINITIONS  # the latest are kept

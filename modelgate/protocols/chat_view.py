@@ -8,7 +8,9 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
-from modelgate.protocols.typed_view import Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound, value
+from modelgate.protocols.typed_view import (
+    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound, sound_definitions, value,
+)
 
 
 class CacheControl(View):
@@ -120,6 +122,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     pieces = []  # the free-form JSON msgspec only skipped
     if isinstance(request.response_format, ResponseFormat) and request.response_format.json_schema is not UNSET:
         pieces.append(request.response_format.json_schema)
+    schemas = []
     tool_names = set()
     for tool in request.tools or ():
         function = tool.function
@@ -128,7 +131,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         if function.parameters is not UNSET:
             if not object_or_null(function.parameters):
                 return None
-            pieces.append(function.parameters)
+            schemas.append(function.parameters)
         tool_names.add(function.name)
     if isinstance(request.tool_choice, ToolChoice) and request.tool_choice.function.name not in tool_names:
         return None
@@ -138,7 +141,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         if not object_or_null(request.stream_options):
             return None
         pieces.append(request.stream_options)
-    if not sound(pieces):
+    if not sound(pieces) or not sound_definitions(schemas):
         return None
     # Pass-through reads the stream options: their value exactly as the codec's own path has it.
     read_exactly = {} if request.stream_options is UNSET else {"stream_options": value(request.stream_options)}

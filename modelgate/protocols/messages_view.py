@@ -8,7 +8,9 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
-from modelgate.protocols.typed_view import Int, Opt, PositiveInt, View, decoder, is_object, partial_body, sound
+from modelgate.protocols.typed_view import (
+    Int, Opt, PositiveInt, View, decoder, is_object, partial_body, sound, sound_definitions,
+)
 
 
 class CacheControl(View):
@@ -159,16 +161,17 @@ def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bo
     for number in (request.temperature, request.top_p):
         if isinstance(number, float) and not 0 <= number <= 1:
             return None
+    schemas = []
     for tool in request.tools or ():
         if tool.type in (None, "custom"):  # a custom tool; vendor tools carry a versioned type
             if tool.input_schema is UNSET or not is_object(tool.input_schema):
                 return None
         if tool.input_schema is not UNSET:
-            pieces.append(tool.input_schema)
+            schemas.append(tool.input_schema)
     if request.tool_choice and request.tool_choice.type == "tool" and request.tool_choice.name is UNSET:
         return None
     pieces.extend(piece for piece in (request.thinking, request.service_tier, request.context_management)
                   if piece is not UNSET)
-    if not sound(pieces):
+    if not sound(pieces) or not sound_definitions(schemas):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)

@@ -14,7 +14,8 @@ type, invalid JSON, a rule it cannot confirm) returns None, and the caller takes
 codec's own path, which gives today's errors word for word. What keeps this exact:
 
 - unknown fields are refused (`forbid_unknown_fields`), so every byte of the body was
-  either checked against a type or is a `Raw` piece checked by `sound`;
+  either checked against a type or is a `Raw` piece checked by `sound` (or
+  `sound_definitions`, which remembers tool schemas it checked);
 - msgspec reads JSON as orjson does (syntax, escapes, duplicate keys: the last wins),
   except inside `Raw` pieces, where it checks neither UTF-8 nor number range, and for
   integers beyond 64 bits, which orjson reads as floats: `sound` and `Int` cover those;
@@ -60,9 +61,32 @@ class View(msgspec.Struct, forbid_unknown_fields=True, gc=False):
 def sound(pieces: list[msgspec.Raw]) -> bool:
     """Whether orjson reads these Raw pieces (msgspec has checked their syntax) and the body
     stays within the depth limit with them. May say no to sound pieces, never yes to a bad one."""
+    return not pieces or _sound(b"\x00".join(pieces))  # a byte no JSON text holds: no match across pieces
+
+
+# Tool definitions found sound, by their bytes: agents send the same ones on every turn, and
+# checking them again cost as much as decoding the rest of the body. Bounded: 16 sets of 128 KB.
+_SOUND_DEFINITIONS: dict[bytes, None] = {}
+_DEFINITIONS_KEPT, _DEFINITIONS_BYTES = 16, 128 * 1024
+
+
+def sound_definitions(pieces: list[msgspec.Raw]) -> bool:
+    """`sound` for the pieces of tool definitions (schemas), remembered while they come again."""
     if not pieces:
         return True
-    data = b"\x00".join(pieces)  # a byte no JSON text holds: nothing matches across two pieces
+    data = b"\x00".join(pieces)
+    if data in _SOUND_DEFINITIONS:
+        return True
+    if not _sound(data):
+        return False
+    if len(data) <= _DEFINITIONS_BYTES:
+        if len(_SOUND_DEFINITIONS) >= _DEFINITIONS_KEPT:
+            del _SOUND_DEFINITIONS[next(iter(_SOUND_DEFINITIONS))]  # the oldest
+        _SOUND_DEFINITIONS[data] = None
+    return True
+
+
+def _sound(data: bytes) -> bool:
     if not data.isascii():
         try:
             data.decode()

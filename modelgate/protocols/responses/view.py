@@ -8,7 +8,9 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
-from modelgate.protocols.typed_view import Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound
+from modelgate.protocols.typed_view import (
+    Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound, sound_definitions,
+)
 
 
 class Part(View):
@@ -137,12 +139,13 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     pieces: list[Raw] = []  # the free-form JSON msgspec only skipped
     if isinstance(request.input, list) and not all(_item_sound(item, pieces) for item in request.input):
         return None
+    schemas = []
     for tool in request.tools or ():
         if tool.type == "function" and (not tool.name or (
                 tool.parameters is not UNSET and not object_or_null(tool.parameters))):
             return None
         if tool.parameters is not UNSET:
-            pieces.append(tool.parameters)
+            schemas.append(tool.parameters)
     choice = request.tool_choice
     if isinstance(choice, ToolChoice) and (choice.type == "allowed_tools"
                                            or (choice.type == "function" and choice.name is UNSET)):
@@ -157,6 +160,6 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
             return None
         if fmt.schema is not UNSET:
             pieces.append(fmt.schema)
-    if not sound(pieces):
+    if not sound(pieces) or not sound_definitions(schemas):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)
