@@ -240,4 +240,5 @@ def test_the_tool_definitions_found_sound_are_remembered_within_bounds() -> None
                 "tools": [{"type": "function", "function": {"name": "f", "parameters": {"description": str(i)}}}]}
         assert CHAT.read_typed(orjson.dumps(body), {}) is not None
     assert len(typed_view._SOUND_DEFINITIONS) == typed_view._DEFINITIONS_KEPT
-    assert b'{"description":"47"}' in typed_view._SOUND_DEFINITIONS  # the latest are kept
+    latest = orjson.dumps({"description": str(3 * typed_view._DEFINITIONS_KEPT - 1)})
+    assert latest in typed_view._SOUND_DEFINITIONS  # the oldest go first
