@@ -1,4 +1,4 @@
-"""Pass-through forwarding of a client body: its own bytes when possible, a fresh serialisation when not."""
+"""Pass-through forwarding of a client body: its own bytes, with the top-level fields the gateway set."""
 
 from __future__ import annotations
 
@@ -26,10 +26,17 @@ def test_added_fields_are_spliced_before_the_closing_brace() -> None:
     assert orjson.loads(out) == {**orjson.loads(RAW), "stream_options": {"include_usage": True}}
 
 
-def test_a_renamed_model_is_serialised_afresh() -> None:
+def test_a_renamed_model_is_set_and_the_other_fields_forwarded_as_sent() -> None:
     out = forward(body(), {"model": "upstream-name"})
     assert orjson.loads(out) == {**orjson.loads(RAW), "model": "upstream-name"}
     assert out.count(b'"model"') == 1
+    assert b'[{"role": "user", "content": "hi \\u00e9"}]' in out  # the client's own bytes
+
+
+def test_a_repeated_key_is_forwarded_once_with_its_last_value_in_its_first_place() -> None:
+    raw = b'{"model": "a", "n": 1, "model": "b", "x": [1 ,2]}'
+    out = forward(ClientBody(orjson.loads(raw), raw), {"model": "c", "added": True})
+    assert out == b'{"model":"c","n":1,"x":[1 ,2],"added":true}'
 
 
 def test_a_field_the_codec_rewrote_is_forwarded_rewritten() -> None:

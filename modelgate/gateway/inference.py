@@ -106,7 +106,7 @@ class InferenceHandler:
     def __init__(self, runtime: Any) -> None:
         self.rt = runtime
         # Per (application, client protocol): whether its last call decoded the whole body anyway
-        # (a conversion, or a model renamed on the way), so the next one skips the typed view.
+        # (a conversion), so the next one skips the typed view.
         self._decodes_whole: dict[tuple[int, str], bool] = {}
 
     # --- auth ---------------------------------------------------------------
@@ -198,7 +198,7 @@ class InferenceHandler:
             record.model, record.stream = model, stream
             routes, exists = self.rt.snapshot.routes_for(app, model)
             if routes:
-                self._decodes_whole[usual] = not _forwards_as_sent(codec, routes[0], model)
+                self._decodes_whole[usual] = not _passes_through(codec, routes[0])
             if not routes:
                 if exists:
                     raise errors.access_denied(
@@ -617,12 +617,10 @@ def read_request(codec: ClientCodec, raw: bytes, headers: dict[bytes, bytes],
     return body, model, stream
 
 
-def _forwards_as_sent(codec: ClientCodec, route: Route, model: str) -> bool:
-    """Whether a call on `route` forwards the client's own bytes (pass-through, same model id):
-    else a conversion or a fresh serialisation decodes the whole body, and the typed view,
-    which pass-through only needs, would be paid for nothing."""
-    adapter = get_kind(route.provider_kind).adapter_for(codec.native_wire)
-    return adapter.wire == codec.native_wire and route.upstream_model == model
+def _passes_through(codec: ClientCodec, route: Route) -> bool:
+    """Whether a call on `route` forwards the client's own bytes: else a conversion decodes the
+    whole body, and the typed view, which pass-through only needs, would be paid for nothing."""
+    return get_kind(route.provider_kind).adapter_for(codec.native_wire).wire == codec.native_wire
 
 
 def parse_json(raw: bytes) -> Any:

@@ -5,8 +5,9 @@ rest of a pass-through call. `ClientBody` is the parsed top-level object (a dict
 codecs read it as before) plus the bytes it came from and its top-level values as
 received. `forward` gives the body to send upstream: the client's own bytes when the
 gateway changed nothing, those bytes with new top-level fields spliced in before the
-closing brace when it only added fields, and a fresh serialisation otherwise (a field
-renamed or rewritten, e.g. the model id of a channel serving another upstream name).
+closing brace when it only added fields, and otherwise (a field rewritten, e.g. the model
+id of a channel serving another upstream name) the top-level object rebuilt from the
+client's bytes of each field it kept and the new values of the others.
 
 The rule that keeps this exact: the gateway changes a body only by assigning top-level
 fields (never by editing nested values in place), so comparing the top-level values
@@ -14,15 +15,15 @@ with those received tells what changed.
 
 A body read through a codec's typed view (protocols/typed_view.py) is partial: its large
 fields (the conversation, the tools) hold `NOT_DECODED`, since pass-through only forwards
-them. `whole` decodes the rest on the first need (conversion, a fresh serialisation). A
-partial body is never edited (only a rewritten body is, which the typed views leave to the
-codec's own path).
+them. `whole` decodes the rest on the first need (conversion). A partial body is never
+edited (only a rewritten body is, which the typed views leave to the codec's own path).
 """
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
+import msgspec
 import orjson
 
 _MISSING = object()
@@ -63,18 +64,28 @@ def whole(body: Mapping[str, Any]) -> Any:
 def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
     """The JSON bytes of `body` with the top-level `changes` applied."""
     forwarded = {**body, **changes}
-    if isinstance(body, ClientBody):
-        received = body.received
-        same = all((value := forwarded.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)
-                   for name, old in received.items())
-        if same:
-            added = {name: value for name, value in forwarded.items() if name not in received}
-            spliced = _splice(body.raw, added)
-            if spliced is not None:
-                return spliced
-        if body.partial:  # never edited: its fields as the client sent them
-            forwarded = {**whole(body), **changes}
-    return orjson.dumps(forwarded)
+    if not isinstance(body, ClientBody):
+        return orjson.dumps(forwarded)
+    kept = {name for name, old in body.received.items()
+            if (value := forwarded.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)}
+    if len(kept) == len(body.received):
+        spliced = _splice(body.raw, {name: value for name, value in forwarded.items() if name not in kept})
+        if spliced is not None:
+            return spliced
+    return _rebuilt(body.raw, forwarded, kept)
+
+
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode  # the top-level values as sent
+
+
+def _rebuilt(raw: bytes, forwarded: dict[str, Any], kept: set[str]) -> bytes:
+    """The top-level object again: the fields the gateway kept as the client's own bytes (a body
+    read through a typed view has no other form of them), the others serialised."""
+    sent = _TOP_LEVEL(raw)  # keys in orjson's order: first appearance, the last value of a repeated one
+    fields = [orjson.dumps(name) + b":" + (piece if name in kept else orjson.dumps(forwarded[name]))
+              for name, piece in sent.items() if name in forwarded]
+    fields += [orjson.dumps(name) + b":" + orjson.dumps(value) for name, value in forwarded.items() if name not in sent]
+    return b"{" + b",".join(fields) + b"}"
 
 
 def _splice(raw: bytes, added: dict[str, Any]) -> bytes | None:
