@@ -60,6 +60,7 @@ from modelgate.providers.base import (
     unreadable,
 )
 from modelgate.providers.registry import get_kind
+from modelgate.routing.events import Clock
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
 from modelgate.safetext import shown
@@ -92,9 +93,9 @@ class StreamHandle:
     usage: Usage = field(default_factory=Usage)
     ended: bool = False  # no more upstream data will be relayed
     failure: UpstreamError | None = None  # why the stream ended early, if it did
-    last_data: float = 0.0  # monotonic time of the last complete upstream event
+    last_data: float = 0.0  # the call's clock time (Executor.clock) of the last complete upstream event
     events: int = 0  # pass-through: the tap's count of events at the last look
-    last_sent: float = 0.0  # monotonic time of the last bytes sent to the client
+    last_sent: float = 0.0  # the call's clock time of the last bytes sent to the client
 
     def error_event(self, failure: UpstreamError) -> bytes:
         """The client protocol's in-stream error, continuing the stream the client has seen so far."""
@@ -208,7 +209,7 @@ class InferenceHandler:
                 raise errors.gateway_full(self.rt.in_flight)
             self.rt.in_flight += 1
             admitted = True
-            ctx = CallContext(trace_id, key, app, model, stream, time.monotonic() + app.timeout_seconds)
+            ctx = CallContext(trace_id, key, app, model, stream, self.rt.executor.deadline(app.timeout_seconds))
             call = _Call(self, codec, body, model, ctx, codec.upstream_headers(headers))
             open_stream, complete = call.open_stream, call.complete
             if tracer is not None:
@@ -300,7 +301,7 @@ class InferenceHandler:
             # once: there is no upstream call left to cancel or to keep alive.
             watch = None if handle.ended else _StreamWatch(
                 handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds,
-                call.ctx.app.timeout_seconds, call.codec.keepalive())
+                call.ctx.app.timeout_seconds, call.codec.keepalive(), call.clock)
             try:
                 failure = await call.pump(handle, send)
             except asyncio.CancelledError:
@@ -335,7 +336,7 @@ class InferenceHandler:
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "_ir")
+    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "clock", "_ir")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
@@ -345,6 +346,7 @@ class _Call:
         self.model = model
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
+        self.clock = handler.rt.executor.clock  # the call's deadlines and stream gaps are on it
         self._ir: ChatRequest | None = None
 
     def ir(self) -> ChatRequest:
@@ -368,7 +370,7 @@ class _Call:
         return adapter, req, native
 
     def _timeout(self) -> float:
-        remaining = self.ctx.remaining()
+        remaining = self.h.rt.executor.remaining(self.ctx)
         if remaining <= 0:
             raise UpstreamError(ErrorType.TIMEOUT_ERROR, "The application's timeout was reached")
         return remaining
@@ -435,7 +437,7 @@ class _Call:
         if tap is None:
             events = handle.decoder.feed(chunk)  # type: ignore[union-attr]
             if events:
-                handle.last_data = time.monotonic()
+                handle.last_data = self.clock.monotonic()
             return self._encode(handle, events, first)
         try:
             out = tap.filter(chunk)
@@ -445,7 +447,7 @@ class _Call:
             raise unreadable("stream event", exc) from None
         if tap.events != handle.events:
             handle.events = tap.events
-            handle.last_data = time.monotonic()
+            handle.last_data = self.clock.monotonic()
         if tap.usage is not None:
             handle.usage = tap.usage
         if tap.error is not None:
@@ -496,7 +498,7 @@ class _Call:
 
         Keep-alives and the stall limit are the relay's business (InferenceHandler._relay).
         """
-        handle.last_sent = handle.last_data = time.monotonic()
+        handle.last_sent = handle.last_data = self.clock.monotonic()
         await send({"type": "http.response.body", "body": handle.first, "more_body": True})
         content = handle.response.content
         failure: UpstreamError | None = None  # raised while reading, not yet told to the client
@@ -505,7 +507,7 @@ class _Call:
                 chunk = await content.readany()
                 out = self._translate(handle, chunk) if chunk else self._finish(handle)
                 if out:
-                    handle.last_sent = time.monotonic()
+                    handle.last_sent = self.clock.monotonic()
                     await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as err:
             failure = err
@@ -535,8 +537,9 @@ class _StreamWatch:
     """
 
     def __init__(self, handle: StreamHandle, receive: Receive, send: Send, keepalive: float,
-                 gap_limit: float, keepalive_bytes: bytes) -> None:
+                 gap_limit: float, keepalive_bytes: bytes, clock: Clock) -> None:
         self.handle = handle
+        self.clock = clock  # the handle's times are on it; SystemClock is the loop's, as the timer's
         self.send = send
         self.keepalive = keepalive
         self.gap_limit = gap_limit
@@ -560,7 +563,7 @@ class _StreamWatch:
             self._stop_relay("disconnected")
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic()
         stall_at = self.handle.last_data + self.gap_limit
         if now >= stall_at:
             self._stop_relay("stalled")

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qs
@@ -63,7 +62,7 @@ class MessagesExtras:
                 if exists:
                     raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
                 raise errors.not_found(f"The model '{model}' is not served by this gateway")
-            ctx = CallContext(trace_id, key, app, model, False, time.monotonic() + app.timeout_seconds)
+            ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(app.timeout_seconds))
             count, source = await self._count(ctx, routes, body, messages.vendor_headers(headers))
         except GatewayError as err:
             log.info("count refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
@@ -98,7 +97,7 @@ class MessagesExtras:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:
             req = adapter.count_request(messages.to_ir(body).with_system_hoisted(), route.upstream_model, endpoint)
-        remaining = ctx.remaining()
+        remaining = self.inference.rt.executor.remaining(ctx)
         if remaining <= 0:
             raise UpstreamError(ErrorType.TIMEOUT_ERROR, "The application's timeout was reached")
         status, resp_headers, data = await self.inference.rt.fetch(req, remaining)

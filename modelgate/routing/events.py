@@ -2,13 +2,17 @@
 
 Both are injected so tests drive time by hand and never sleep, and so the
 storage layer can persist events without the routing code importing it.
+
+The clock of a call's deadlines is the event loop's: the limits that end an upstream
+attempt are the loop's timers (asyncio.timeout, call_later), so the times they are
+compared with are read from the same clock, and a test that fakes the loop's time
+(tests/faults) moves every deadline of the gateway together.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Protocol
@@ -21,8 +25,10 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The running event loop's clock (time.monotonic() on asyncio's and uvloop's loops)."""
+
     def monotonic(self) -> float:
-        return time.monotonic()
+        return asyncio.get_running_loop().time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)

@@ -24,7 +24,6 @@ MODEL_NOT_FOUND end the call at once. Nothing waits past the call's deadline.
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, TypeVar
@@ -59,15 +58,12 @@ class CallContext:
     app: AppEntry
     model: str
     stream: bool
-    deadline: float  # time.monotonic() by which the whole call must be answered
+    deadline: float  # the executor's clock time by which the whole call must be answered (Executor.deadline)
     attempts: int = 0
     route: Route | None = None
     endpoint: Endpoint | None = None
     errors: list[UpstreamError] = field(default_factory=list)
     stream_outcome_pending: bool = False  # a stream was handed over; `Executor.report` settles it
-
-    def remaining(self) -> float:
-        return self.deadline - time.monotonic()
 
 
 @dataclass(slots=True)
@@ -100,6 +96,13 @@ class Executor:
         self.lifecycle = (
             LifecycleMonitor(gateway.lifecycle, self.clock, deprecate, self.sink) if deprecate else None
         )
+
+    def deadline(self, seconds: float) -> float:
+        """A call's deadline `seconds` from now, on the clock every wait and limit of the call uses."""
+        return self.clock.monotonic() + seconds
+
+    def remaining(self, ctx: CallContext) -> float:
+        return ctx.deadline - self.clock.monotonic()
 
     def _event(self, event: EventType, ctx: CallContext, cand: Candidate, err: UpstreamError, detail: str) -> None:
         self.sink.record_event(ResilienceEventData(

@@ -20,6 +20,11 @@ import aiohttp
 import orjson
 
 CHUNK = 64 * 1024
+# Its pauses are timers of the event loop, so on the fault suite's fake loop clock they are
+# exact and take no real time.
+DRIP_SECONDS = 1.0  # one byte a second
+FIRST_EVENT_PAUSE = 0.05  # after a stream's first event, before the fault (the client has the event)
+UPSTREAM_KEEPALIVE_SECONDS = 5.0  # an endless stream's keep-alives
 
 
 @dataclass(frozen=True)
@@ -139,11 +144,10 @@ def response_head(status: int, content_type: str, length: int | None = None) -> 
 class FaultUpstream:
     """Listens on 127.0.0.1; each request is answered per `fault` (None = forwarded unharmed)."""
 
-    def __init__(self, wire: str, target: str, stream_type: str, drip_interval: float = 0.02) -> None:
+    def __init__(self, wire: str, target: str, stream_type: str) -> None:
         self.wire = wire
         self.target = target.rstrip("/")  # origin of the healthy fake
         self.stream_type = stream_type
-        self.drip_interval = drip_interval
         self.fault: str | None = None
         self.requests = 0
         self._server: asyncio.Server | None = None
@@ -235,14 +239,14 @@ class FaultUpstream:
             for i in range(len(whole)):
                 write(whole[i : i + 1])
                 await writer.drain()
-                await asyncio.sleep(self.drip_interval)
+                await asyncio.sleep(DRIP_SECONDS)
         elif fault == "drip_body":
             status, ctype, data = await self._healthy(method, path, headers, body)
             write(response_head(status, ctype, len(data)))
             for i in range(len(data)):
                 write(data[i : i + 1])
                 await writer.drain()
-                await asyncio.sleep(self.drip_interval)
+                await asyncio.sleep(DRIP_SECONDS)
         elif fault == "body_100mb":
             write(response_head(200, "application/json"))
             write(b'{"id": "big", "choices": [{"message": {"content": "')
@@ -267,7 +271,7 @@ class FaultUpstream:
             write(response_head(200, ctype))
             write(frames[0])
             await writer.drain()
-            await asyncio.sleep(0.05)  # so the client has its first event before the fault
+            await asyncio.sleep(FIRST_EVENT_PAUSE)
             if fault == "reset_mid_stream":
                 writer.transport.abort()
             elif fault == "close_without_end":
@@ -289,7 +293,7 @@ class FaultUpstream:
                     if beat:
                         write(beat)
                         await writer.drain()
-                    await asyncio.sleep(0.05)
+                    await asyncio.sleep(UPSTREAM_KEEPALIVE_SECONDS)
         await writer.drain()
 
 
