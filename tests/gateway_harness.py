@@ -29,6 +29,8 @@ class Wiring:
 
 
 class GatewayHarness:
+    server_class: type[uvicorn.Server] = uvicorn.Server
+
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.app = GatewayApp(settings)
@@ -56,7 +58,7 @@ class GatewayHarness:
                                 lifespan="on", log_level="warning", access_log=False,
                                 timeout_graceful_shutdown=self.settings.server.drain_seconds,
                                 proxy_headers=False)  # as modelgate.server runs it
-        self.server = uvicorn.Server(config)
+        self.server = self.server_class(config)
         self._task = asyncio.create_task(self.server.serve())
         while not self.server.started:
             if self._task.done():
