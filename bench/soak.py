@@ -5,7 +5,8 @@ for a model served by a faulty channel (priority 0: a fault upstream in front of
 damaging a share of its answers with the faults of tests/faults) and a healthy one (priority 1).
 Reports calls made against call-log rows written (must be equal), answers by status, the 5xx
 the gateway made itself (must be 0: every upstream fault is failed over to the healthy
-channel), and the worker's RSS sampled through the run (must stay flat).
+channel), and the worker's RSS sampled through the run (must stay flat) with its call-log queue
+at each sample (rows waiting in memory: a writer falling behind grows RSS with every call).
 
 Phase 2 (`--streams`, default 5,000): that many streams of a 2 s upstream opened over 5 s on
 one worker; reports errors (an opened breaker would show as 503s), the calls that needed a
@@ -148,6 +149,7 @@ async def mixed_traffic(url: str, key: str, pid: int, seconds: float, concurrenc
     statuses: dict[int, int] = {}
     broken_streams = 0
     rss: list[tuple[float, float]] = []
+    queue: list[int] = []  # call-log rows waiting in memory, at each RSS sample
     kinds = bodies(key)
     started = time.monotonic()
     deadline = started + seconds
@@ -164,17 +166,27 @@ async def mixed_traffic(url: str, key: str, pid: int, seconds: float, concurrenc
                 if resp.status == 200 and b'"stream":true' in body and any(mark in data for mark in BROKEN):
                     broken_streams += 1
 
-    async def sample() -> None:
+    async def sample(session: aiohttp.ClientSession) -> None:
         while time.monotonic() < deadline:
             rss.append((round(time.monotonic() - started), round(rss_mb(pid), 1)))
+            queue.append(await queue_depth(session, url))
             await asyncio.sleep(max(1.0, seconds / 20))
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0),
                                      timeout=aiohttp.ClientTimeout(total=60)) as session:
-        await asyncio.gather(sample(), *(client(session, n) for n in range(concurrency)))
+        await asyncio.gather(sample(session), *(client(session, n) for n in range(concurrency)))
     return {"seconds": seconds, "concurrency": concurrency, "calls": sum(statuses.values()),
             "statuses": dict(sorted(statuses.items())), "streams_ended_by_an_error_event": broken_streams,
-            "rss_mb": rss}
+            "rss_mb": rss, "call_log_queue": queue}
+
+
+async def queue_depth(session: aiohttp.ClientSession, url: str) -> int:
+    """The worker's call-log queue (/metrics): a writer falling behind grows RSS with every call."""
+    async with session.get(url + "/metrics") as resp:
+        for line in (await resp.text()).splitlines():
+            if line.startswith("modelgate_call_log_queue_depth "):
+                return int(float(line.split()[1]))
+    return -1
 
 
 async def many_streams(url: str, key: str, pid: int, n: int, ramp: float) -> dict[str, Any]:
@@ -285,6 +297,7 @@ def main(argv: list[str] | None = None) -> None:
         half = len(sizes) // 2
         mixed["rss_trend_mb"] = round(max(sizes[half:]) - max(sizes[:half]), 1) if half else 0.0
         mixed["rss_mb"] = " ".join(f"{t}s:{mb}" for t, mb in mixed["rss_mb"])
+        mixed["call_log_queue"] = " ".join(map(str, mixed["call_log_queue"]))
     print(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode())
 
 
