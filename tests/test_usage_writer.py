@@ -173,14 +173,38 @@ async def test_a_backlog_is_written_in_transactions_the_database_can_take(databa
 
 
 async def test_a_write_failing_midway_keeps_exactly_the_rows_not_yet_written(database, settings):
-    settings.usage.batch_size = 10
+    settings.usage.batch_size = 8  # one INSERT statement per batch (they hold a power of two of rows)
     writer = UsageWriter(database, settings)
     for i in range(35):
         writer.record(_call(i))
-    with _TakesAtMost(database, limit=10, fail_at=3):
+    with _TakesAtMost(database, limit=8, fail_at=3):
         assert await writer.flush() == 0
-    assert writer.pending == 15 and await _count(database, CallLog) == 20
-    assert await writer.flush() == 15
+    assert writer.pending == 19 and await _count(database, CallLog) == 16
+    assert await writer.flush() == 19
     async with database.session() as s:
         tokens = sorted((await s.scalars(select(CallLog.prompt_tokens))).all())
     assert tokens == list(range(35))  # every row once
+
+
+async def test_batches_of_any_length_use_a_bounded_set_of_statements(database, settings):
+    # The SQLite driver keeps every distinct statement it prepared (up to 128); a multi-row INSERT per
+    # batch length held about 0.5 MB each, so the writer's memory grew with each new length.
+    writer = UsageWriter(database, settings)
+    statements: set[str] = set()
+
+    def note(conn, cursor, statement, parameters, context, executemany):
+        if statement.lstrip().upper().startswith("INSERT INTO CALL_LOG"):
+            statements.add(statement)
+
+    engine = database.transaction_engine
+    event.listen(engine, "before_cursor_execute", note)
+    try:
+        written = 0
+        for length in range(1, 301):
+            for i in range(length):
+                writer.record(_call(i))
+            written += await writer.flush()
+    finally:
+        event.remove(engine, "before_cursor_execute", note)
+    assert written == sum(range(1, 301)) == await _count(database, CallLog)
+    assert len(statements) <= 10  # one per power of two up to the batch size
