@@ -184,7 +184,7 @@ class InferenceHandler:
             trace_id=trace_id, protocol=codec.protocol.value, model="", status=500, client_ip=ip, stream=False
         )
         ctx: CallContext | None = None
-        admitted = False
+        admitted = recorded = False
         tracer = self.rt.tracer  # None unless OpenTelemetry is configured (then tracing costs one check)
         if tracer is not None:
             started_ns = time.time_ns()
@@ -223,6 +223,9 @@ class InferenceHandler:
                 _note_route(record, ctx)
                 _note_usage(record, usage)
                 record.status = 200
+                # Recorded before the answer leaves: a process killed as it sends keeps the row.
+                self._record(record, started)
+                recorded = True
                 await send_bytes(send, 200, payload, trace_id)
         except GatewayError as err:
             record.status, record.error_code = err.status, err.code
@@ -244,8 +247,8 @@ class InferenceHandler:
         finally:
             if admitted:
                 self.rt.in_flight -= 1
-            record.latency_ms = (time.perf_counter() - started) * 1000.0
-            self.rt.writer.record(record)
+            if not recorded:
+                self._record(record, started)
             metrics.observe(record)
             if tracer is not None:
                 tracer.finish(record, started_ns, attempts)
@@ -255,6 +258,10 @@ class InferenceHandler:
                     trace_id, record.api_key_id, record.model, record.channel_id, record.status,
                     record.prompt_tokens, record.completion_tokens, record.latency_ms,
                 )
+
+    def _record(self, record: CallRecord, started: float) -> None:
+        record.latency_ms = (time.perf_counter() - started) * 1000.0
+        self.rt.writer.record(record)
 
     async def _run_while_connected(self, receive: Receive, ctx: CallContext, routes: list[Route], attempt: Any) -> Any:
         """Run a non-streamed call; the client going away cancels it (ClientDisconnected)."""
