@@ -137,14 +137,7 @@ def replaced(value: Any, path: tuple, new: Any) -> Any:
     if not path:
         return new
     head, rest = path[0], path[1:]
-    if isinstance(value, dict):
-        out = dict(value)
-        if not rest and new is DELETE:
-            del out[head]
-        else:
-            out[head] = replaced(value[head], rest, new)
-        return out
-    out = list(value)
+    out = dict(value) if isinstance(value, dict) else list(value)
     if not rest and new is DELETE:
         del out[head]
     else:
