@@ -225,21 +225,21 @@ async def test_rows_of_a_killed_writer_are_replayed_once(database, settings):
 
 
 async def test_a_journal_left_by_the_previous_version_is_replayed(database, settings):
-    """Rows were journaled as JSON objects before they were arrays: an upgrade after a crash keeps them."""
-    first = UsageWriter(database, settings)
-    segment = first.journal.segments_through(0)[0]
-    old_line = orjson.dumps({"trace_id": "from-old-version", "protocol": "chat", "model": "m", "status": 200,
-                             "created_at": "2026-11-20T10:00:00+00:00", "prompt_tokens": 7},
-                            option=orjson.OPT_APPEND_NEWLINE)
-    with open(segment, "ab") as fh:
-        fh.write(old_line)
-    first.record(_call(1))
-    _die(first)
-    second = UsageWriter(database, settings)
-    second.start()
-    await second.stop()
+    """Rows were journaled as JSON objects, by write(2), before they were arrays in mapped segments: an
+    upgrade after a crash keeps them."""
+    writer = UsageWriter(database, settings)
+    left = writer.journal_root / "w-1-0badf00d"  # as the earlier version left it: lock and one segment
+    left.mkdir()
+    (left / journals.LOCK).touch()
+    (left / "000000000000.jsonl").write_bytes(orjson.dumps(
+        {"trace_id": "from-old-version", "protocol": "chat", "model": "m", "status": 200,
+         "created_at": "2026-11-20T10:00:00+00:00", "prompt_tokens": 7}, option=orjson.OPT_APPEND_NEWLINE))
+    writer.record(_call(1))
+    writer.start()
+    await writer.stop()
     tokens = {r.trace_id: r.prompt_tokens for r in await _rows(database)}
     assert len(tokens) == 2 and tokens["from-old-version"] == 7
+    assert not left.exists()
 
 
 async def test_a_live_writers_journal_is_not_taken(database, settings):
@@ -259,11 +259,58 @@ async def test_a_torn_last_line_is_skipped(database, settings, caplog):
     for i in range(3):
         first.record(_call(i))
     segment = first.journal.segments_through(0)[0]
-    with open(segment, "ab") as fh:
-        fh.write(b'{"trace_id": "cut-he')
+    written = len(segment.read_bytes().rstrip(b"\0"))
+    with open(segment, "r+b") as fh:  # what a kill in the middle of copying the fourth row leaves
+        fh.seek(written)
+        fh.write(b'["cut-he')
     _die(first)
     second = UsageWriter(database, settings)
     second.start()
     await second.stop()
     assert await _count(database) == 3
     assert "partly written row" in caplog.text
+
+
+async def test_rows_past_a_full_segment_go_on_in_the_next(database, settings, monkeypatch):
+    monkeypatch.setattr(journals, "SEGMENT_BYTES", 1024)  # about six rows a segment
+    first = UsageWriter(database, settings)
+    for i in range(40):
+        first.record(_call(i))
+    assert len(first.journal.segments_through(first.journal.rotate())) > 5
+    _die(first)
+    second = UsageWriter(database, settings)
+    second.start()
+    await second.stop()
+    assert [r.prompt_tokens for r in await _rows(database)] == list(range(40))
+
+
+async def test_a_closed_segment_keeps_only_its_rows_on_disk(database, settings):
+    """Segments are allocated whole up front; what a flush closes is cut back to the rows it holds."""
+    writer = UsageWriter(database, settings)
+    for i in range(3):
+        writer.record(_call(i))
+    segment = writer.journal.segments_through(0)[0]
+    assert segment.stat().st_size == journals.SEGMENT_BYTES
+    writer.journal.rotate()
+    lines, torn = journals.read_lines(segment)
+    assert segment.stat().st_size == writer.journal.bytes == sum(len(line) + 1 for line in lines)
+    assert (len(lines), torn) == (3, 0)
+    writer.start()
+    await writer.stop()
+    assert await _count(database) == 3
+
+
+async def test_a_disk_that_cannot_hold_a_segment_keeps_rows_in_memory(database, settings, monkeypatch, caplog):
+    def no_space(fd, offset, length):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(journals.os, "posix_fallocate", no_space)
+    writer = UsageWriter(database, settings)
+    for i in range(5):
+        writer.record(_call(i))
+    assert writer.journal.failed and writer.journal.bytes == 0
+    assert caplog.text.count("rows are kept in memory only") == 1
+    assert list(writer.journal.dir.glob(f"*{journals.SUFFIX}")) == []  # no half-made segment left
+    writer.start()
+    await writer.stop()
+    assert await _count(database) == 5

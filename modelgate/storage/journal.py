@@ -2,11 +2,18 @@
 
 Each writer (one per gateway process) owns a directory `<root>/w-<pid>-<random>/` holding an
 exclusive `flock` on its `lock` file for as long as the process lives; the kernel releases it when
-the process dies, however it dies. Rows go to numbered segment files, one JSON object per line,
-written with one `write(2)` each: once `append` returns, the row survives the process being killed
-(not a crash of the machine itself: there is no fsync per row). The writer rotates to a new segment
-at every flush and deletes the segments whose rows are committed. A directory whose lock can be
-taken belongs to a dead writer: the next writer to start replays and deletes it.
+the process dies, however it dies. Rows go to numbered segment files, one JSON array per line.
+
+A segment is allocated on disk up front (`posix_fallocate`, so a full disk is an error at rotation,
+never a SIGBUS on a write) and mapped shared; a row is copied into the mapping. Once `append`
+returns, the row is in the kernel's page cache and survives the process being killed (not a crash of
+the machine itself: there is no fsync per row). A copy is used instead of `write(2)` because the
+syscall releases the GIL: with the database thread busy on a batch, every call then waited for the GIL
+to come back (+6 % CPU per call measured end to end, for a write of under 1 µs).
+
+The writer rotates to a new segment at every flush (the closed one is cut to its rows) and deletes
+the segments whose rows are committed. A directory whose lock can be taken belongs to a dead writer:
+the next writer to start replays and deletes it.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
+import mmap
 import os
 import secrets
 import shutil
@@ -24,6 +32,7 @@ log = logging.getLogger(__name__)
 
 LOCK = "lock"
 SUFFIX = ".jsonl"
+SEGMENT_BYTES = 1 << 20  # about 6,500 rows; a flush usually closes a segment long before
 
 
 def _segment_name(number: int) -> str:
@@ -40,6 +49,30 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
+class _Segment:
+    """One mapped segment file and how far it is written."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.posix_fallocate(self.fd, 0, size)
+            self.map = mmap.mmap(self.fd, size)
+        except BaseException:
+            os.close(self.fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+        self.size = size
+        self.used = 0
+
+    def close(self) -> None:
+        """Unmap and cut the file to its rows (the unused allocation goes back to the disk)."""
+        self.map.close()
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, self.used)
+        os.close(self.fd)
+
+
 class CallJournal:
     def __init__(self, root: Path, max_bytes: int) -> None:
         self.root = root
@@ -52,45 +85,60 @@ class CallJournal:
         self._lock_fd = _try_lock(hidden / LOCK)
         self.dir = root / name
         hidden.rename(self.dir)
-        self._segment = 0
-        self._fd = self._open(0)
+        self._number = 0
+        self._segment: _Segment | None = None
         self.bytes = 0  # in segments not yet deleted
         self._segment_bytes: dict[int, int] = {0: 0}
         self.full = False
         self.failed = False
 
-    def _open(self, number: int) -> int:
-        return os.open(self.dir / _segment_name(number), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def _failure(self, action: str, exc: OSError) -> None:
+        if not self.failed:
+            log.error("call-log journal: %s in %s failed (%r); rows are kept in memory only", action, self.dir, exc)
+            self.failed = True
+
+    def _close_segment(self) -> None:
+        if self._segment is not None:
+            self._segment.close()
+            self._segment = None
 
     def append(self, line: bytes) -> bool:
         """Write one row line; False when it could not be journaled (over `max_bytes`, or a disk error)."""
-        if self.bytes + len(line) > self.max_bytes:
+        size = len(line)
+        if self.bytes + size > self.max_bytes:
             self.full = True
             return False
-        try:
-            os.write(self._fd, line)
-        except OSError as exc:
-            if not self.failed:
-                log.error("call-log journal: writing %s failed (%r); rows are kept in memory only", self.dir, exc)
-                self.failed = True
-            return False
+        segment = self._segment
+        if segment is None or segment.used + size > segment.size:
+            if segment is not None:  # full: go on in the next file
+                self._close_segment()
+                self._number += 1
+                self._segment_bytes[self._number] = 0
+            try:
+                segment = self._segment = _Segment(self.dir / _segment_name(self._number),
+                                                   max(SEGMENT_BYTES, size))
+            except OSError as exc:
+                self._failure("allocating a segment", exc)
+                return False
+        end = segment.used + size
+        segment.map[segment.used:end] = line
+        segment.used = end
         self.failed = False
-        self.bytes += len(line)
-        self._segment_bytes[self._segment] += len(line)
+        self.bytes += size
+        self._segment_bytes[self._number] += size
         return True
 
     def rotate(self) -> int:
-        """Start a new segment; returns the number of the one just closed."""
-        closed = self._segment
-        self._segment += 1
-        new_fd = self._open(self._segment)
-        os.close(self._fd)
-        self._fd = new_fd
-        self._segment_bytes[self._segment] = 0
+        """Start a new segment (created at its first row); returns the number of the one just closed."""
+        closed = self._number
+        self._close_segment()
+        self._number += 1
+        self._segment_bytes[self._number] = 0
         return closed
 
     def segments_through(self, number: int) -> list[Path]:
-        return [self.dir / _segment_name(n) for n in sorted(self._segment_bytes) if n <= number]
+        return [path for n in sorted(self._segment_bytes) if n <= number
+                if (path := self.dir / _segment_name(n)).exists()]
 
     def discard_through(self, number: int) -> None:
         """The rows of segments up to `number` are in the database: delete those files."""
@@ -102,7 +150,7 @@ class CallJournal:
 
     def close(self, keep: bool) -> None:
         """Stop journaling; the directory is removed unless it still holds unwritten rows (`keep`)."""
-        os.close(self._fd)
+        self._close_segment()
         if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
         if self._lock_fd is not None:
@@ -141,8 +189,9 @@ def orphans(root: Path, own: Path | None = None) -> Iterator[Orphan]:
 
 
 def read_lines(path: Path) -> tuple[list[bytes], int]:
-    """The complete lines of a segment and the count of torn ones (a write cut by a kill)."""
-    data = path.read_bytes()
+    """The complete lines of a segment and the count of torn ones (a copy cut by a kill). The file of a
+    killed writer still holds its unused allocation, which reads as NUL bytes."""
+    data = path.read_bytes().rstrip(b"\0")
     lines = data.split(b"\n")
     torn = 1 if lines and lines[-1] else 0
     return [line for line in lines[:-1] if line], torn
