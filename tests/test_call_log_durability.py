@@ -276,7 +276,7 @@ async def test_rows_past_a_full_segment_go_on_in_the_next(database, settings, mo
     first = UsageWriter(database, settings)
     for i in range(40):
         first.record(_call(i))
-    assert len(first.journal.segments_through(first.journal.rotate())) > 5
+    assert len(first.journal.segments_through(first.journal.seal(force=True))) > 5
     _die(first)
     second = UsageWriter(database, settings)
     second.start()
@@ -291,7 +291,7 @@ async def test_a_closed_segment_keeps_only_its_rows_on_disk(database, settings):
         writer.record(_call(i))
     segment = writer.journal.segments_through(0)[0]
     assert segment.stat().st_size == journals.SEGMENT_BYTES
-    writer.journal.rotate()
+    writer.journal.seal(force=True)
     lines, torn = journals.read_lines(segment)
     assert segment.stat().st_size == writer.journal.bytes == sum(len(line) + 1 for line in lines)
     assert (len(lines), torn) == (3, 0)
@@ -314,3 +314,32 @@ async def test_a_disk_that_cannot_hold_a_segment_keeps_rows_in_memory(database, 
     writer.start()
     await writer.stop()
     assert await _count(database) == 5
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_flushes_keep_writing_one_segment_until_it_is_a_minute_old(database, settings):
+    """A file created and deleted at every flush costs more than the rows' copies: the open segment
+    stays across flushes and goes once it is old and its rows are written."""
+    writer = UsageWriter(database, settings)
+    clock = writer.journal._clock = _Clock()
+    for i in range(3):
+        writer.record(_call(i))
+        await writer.flush()
+    segment = writer.journal.dir / "000000000000.jsonl"
+    lines, torn = journals.read_lines(segment)
+    assert (len(lines), torn) == (3, 0), "one segment holds the rows of all three flushes"
+    clock.now += journals.SEGMENT_SECONDS
+    await writer.flush()  # nothing pending: the old segment is closed and, its rows written, deleted
+    assert not segment.exists() and writer.journal.bytes == 0
+    writer.record(_call(3))
+    await writer.flush()
+    assert [p.name for p in writer.journal.dir.glob("*.jsonl")] == ["000000000001.jsonl"]
+    assert [r.prompt_tokens for r in await _rows(database)] == [0, 1, 2, 3]
+    await writer.stop()

@@ -11,9 +11,15 @@ the machine itself: there is no fsync per row). A copy is used instead of `write
 syscall releases the GIL: with the database thread busy on a batch, every call then waited for the GIL
 to come back (+6 % CPU per call measured end to end, for a write of under 1 µs).
 
-The writer rotates to a new segment at every flush (the closed one is cut to its rows) and deletes
-the segments whose rows are committed. A directory whose lock can be taken belongs to a dead writer:
-the next writer to start replays and deletes it.
+A segment is closed when it is full, a minute after it was opened (so that rows committed long ago,
+then maybe removed by retention, are not replayed after a crash) or when the writer asks (to replay its
+own rows after an outage); a closed segment is cut to its rows. Creating and deleting a segment at
+every flush cost 1.6 % of a saturated worker's time (ext4 allocation, unmapping, unlink): now a flush
+deletes the closed segments whose rows are committed and leaves the open one. Its committed rows are
+replayed too after a kill, and skipped by the database (`ON CONFLICT (trace_id) DO NOTHING`).
+
+A directory whose lock can be taken belongs to a dead writer: the next writer to start replays and
+deletes it.
 """
 
 from __future__ import annotations
@@ -25,14 +31,16 @@ import mmap
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 LOCK = "lock"
 SUFFIX = ".jsonl"
-SEGMENT_BYTES = 1 << 20  # about 6,500 rows; a flush usually closes a segment long before
+SEGMENT_BYTES = 1 << 20  # about 6,500 rows
+SEGMENT_SECONDS = 60.0
 
 
 def _segment_name(number: int) -> str:
@@ -52,7 +60,8 @@ def _try_lock(path: Path) -> int | None:
 class _Segment:
     """One mapped segment file and how far it is written."""
 
-    def __init__(self, path: Path, size: int) -> None:
+    def __init__(self, path: Path, size: int, opened: float) -> None:
+        self.opened = opened
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.posix_fallocate(self.fd, 0, size)
@@ -74,8 +83,9 @@ class _Segment:
 
 
 class CallJournal:
-    def __init__(self, root: Path, max_bytes: int) -> None:
+    def __init__(self, root: Path, max_bytes: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.root = root
+        self._clock = clock
         self.max_bytes = max_bytes
         root.mkdir(parents=True, exist_ok=True)
         name = f"w-{os.getpid()}-{secrets.token_hex(4)}"
@@ -116,7 +126,7 @@ class CallJournal:
                 self._segment_bytes[self._number] = 0
             try:
                 segment = self._segment = _Segment(self.dir / _segment_name(self._number),
-                                                   max(SEGMENT_BYTES, size))
+                                                   max(SEGMENT_BYTES, size), self._clock())
             except OSError as exc:
                 self._failure("allocating a segment", exc)
                 return False
@@ -128,13 +138,15 @@ class CallJournal:
         self._segment_bytes[self._number] += size
         return True
 
-    def rotate(self) -> int:
-        """Start a new segment (created at its first row); returns the number of the one just closed."""
-        closed = self._number
-        self._close_segment()
-        self._number += 1
-        self._segment_bytes[self._number] = 0
-        return closed
+    def seal(self, force: bool = False) -> int:
+        """Close the open segment if it is old enough (or `force`); returns the number of the last closed
+        segment: every row in it and before it was appended before this call."""
+        segment = self._segment
+        if segment is not None and (force or self._clock() - segment.opened >= SEGMENT_SECONDS):
+            self._close_segment()
+            self._number += 1
+            self._segment_bytes[self._number] = 0
+        return self._number - 1
 
     def segments_through(self, number: int) -> list[Path]:
         return [path for n in sorted(self._segment_bytes) if n <= number

@@ -63,7 +63,8 @@ ROWS_PENDING = Gauge(
     "modelgate_call_log_rows_pending", "Rows waiting in memory for the database", ["table"],
     multiprocess_mode="livesum",
 )
-ROWS_REPLAYED = Counter("modelgate_call_log_rows_replayed_total", "Call rows written from the journal")
+ROWS_REPLAYED = Counter("modelgate_call_log_rows_replayed_total",
+                        "Call rows replayed from the journal (the insert skips those the database already has)")
 
 MAX_BACKOFF_SECONDS = 5.0
 EVENT_TEXT_LIMITS = {"trace_id": 36, "endpoint": 64, "model": 128, "error_type": 32, "event_type": 32}
@@ -241,9 +242,12 @@ class UsageWriter:
     async def flush(self) -> int:
         """Write everything pending now; returns the rows written (0 when the database was unavailable)."""
         async with self._lock:
+            journal = self.journal
             if not self._calls.rows and not self._events.rows and not self._journal_behind:
+                if journal is not None:  # every journaled row is written: an old open segment can go
+                    journal.discard_through(journal.seal())
                 return 0
-            closed = self.journal.rotate() if self.journal is not None else None
+            closed = journal.seal(force=self._journal_behind) if journal is not None else None
             calls, events = self._calls.take(), self._events.take()
             written = len(calls) + len(events)
             try:
@@ -382,7 +386,8 @@ class UsageWriter:
                         raise
                     orphan.done()
                     if written:
-                        log.warning("call-log journal: wrote %d rows left by an earlier process (%s)",
+                        log.warning("call-log journal: replayed %d rows left by an earlier process (%s); rows the "
+                                    "database already had are skipped",
                                     written, orphan.path.name)
                 self._note_recovery()
                 return
