@@ -1,6 +1,7 @@
 import asyncio
 import sqlite3
 import uuid
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import event, func, select
 from sqlalchemy.exc import OperationalError
@@ -208,3 +209,17 @@ async def test_batches_of_any_length_use_a_bounded_set_of_statements(database, s
         event.remove(engine, "before_cursor_execute", note)
     assert written == sum(range(1, 301)) == await _count(database, CallLog)
     assert len(statements) <= 10  # one per power of two up to the batch size
+
+
+async def test_each_key_is_marked_with_its_own_last_call(services, database, settings):
+    await services.applications.create("app")
+    early = (await services.api_keys.create("app")).key
+    late = (await services.api_keys.create("app")).key
+    start = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
+    writer = UsageWriter(database, settings)
+    writer.record(_call(1, api_key_id=early.id, created_at=start))
+    writer.record(_call(2, api_key_id=early.id, created_at=start + timedelta(seconds=5)))
+    writer.record(_call(3, api_key_id=late.id, created_at=start + timedelta(seconds=9)))
+    await writer.flush()
+    assert (await services.api_keys.get(early.id)).last_used_at == start + timedelta(seconds=5)
+    assert (await services.api_keys.get(late.id)).last_used_at == start + timedelta(seconds=9)

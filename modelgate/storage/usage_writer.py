@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 from prometheus_client import Counter, Gauge
-from sqlalchemy import Connection, Dialect, Table, insert, update
+from sqlalchemy import Connection, Dialect, Table, bindparam, insert, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import DBAPIError, DataError, IntegrityError, StatementError
 
@@ -289,11 +289,13 @@ class UsageWriter:
             self._insert_calls.execute(conn, calls)
         if events:
             self._insert_events.execute(conn, events)
-        used = [c.created_at for c in calls if c.api_key_id is not None]
-        if used:
-            key_ids = {c.api_key_id for c in calls if c.api_key_id is not None}
-            conn.execute(update(ApiKey.__table__).where(ApiKey.__table__.c.id.in_(key_ids))
-                         .values(last_used_at=max(used)))
+        last_used: dict[int, datetime] = {}
+        for call in calls:
+            key_id = call.api_key_id
+            if key_id is not None and (key_id not in last_used or call.created_at > last_used[key_id]):
+                last_used[key_id] = call.created_at
+        if last_used:
+            conn.execute(_MARK_KEYS_USED, [{"key_id": k, "used": t} for k, t in last_used.items()])
 
     async def _write_batches(self, calls: list[CallRecord], events: list[ResilienceEventData]) -> None:
         """Write in transactions of at most `batch_size` rows of each table, removing each written batch
@@ -486,6 +488,11 @@ class _PreparedInsert:
                                  tuple(chain.from_iterable(part)))
             start += size
 
+
+# Built once: a statement built per batch (`in_()` over the batch's key ids) left SQLAlchemy's clones of
+# it in memory, about 2 KB per batch in the writer thread (10 MB after a few minutes of soak).
+_MARK_KEYS_USED = (update(ApiKey.__table__).where(ApiKey.__table__.c.id == bindparam("key_id"))
+                   .values(last_used_at=bindparam("used")))
 
 # A journal line is the row's values as a JSON array in FIELD_NAMES order: a third of the bytes of
 # an object and a microsecond less to encode, on every call.
