@@ -223,7 +223,8 @@ class InferenceHandler:
                 _note_route(record, ctx)
                 _note_usage(record, usage)
                 record.status = 200
-                # Recorded before the answer leaves: a process killed as it sends keeps the row.
+                # Every whole answer, error or not, is recorded before it leaves: a process killed as
+                # it sends keeps the row.
                 self._record(record, started)
                 recorded = True
                 await send_bytes(send, 200, payload, trace_id)
@@ -232,6 +233,8 @@ class InferenceHandler:
             if ctx is not None:
                 _note_route(record, ctx)
             log.info("call refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
+            self._record(record, started)
+            recorded = True
             await send_error(send, err, trace_id, codec.validation_body)
         except ClientDisconnected:
             record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
@@ -243,6 +246,8 @@ class InferenceHandler:
             record.error_code = "INTERNAL_ERROR"
             if record.first_byte_ms is None:  # else the stream's headers are out: it just ends
                 record.status = 500
+                self._record(record, started)
+                recorded = True
                 await send_error(send, errors.internal_error(), trace_id)
         finally:
             if admitted:
