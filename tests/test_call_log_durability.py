@@ -343,3 +343,17 @@ async def test_flushes_keep_writing_one_segment_until_it_is_a_minute_old(databas
     assert [p.name for p in writer.journal.dir.glob("*.jsonl")] == ["000000000001.jsonl"]
     assert [r.prompt_tokens for r in await _rows(database)] == [0, 1, 2, 3]
     await writer.stop()
+
+
+async def test_without_posix_fallocate_segments_are_allocated_by_writing(database, settings, monkeypatch):
+    """macOS has no posix_fallocate: the segment is filled with zeros instead, and rows still replay."""
+    monkeypatch.delattr(journals.os, "posix_fallocate")
+    first = UsageWriter(database, settings)
+    for i in range(3):
+        first.record(_call(i))
+    assert first.journal.segments_through(0)[0].stat().st_blocks * 512 >= journals.SEGMENT_BYTES
+    _die(first)
+    second = UsageWriter(database, settings)
+    second.start()
+    await second.stop()
+    assert [r.prompt_tokens for r in await _rows(database)] == [0, 1, 2]

@@ -57,6 +57,14 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
+def _allocate(fd: int, size: int) -> None:
+    """Reserve a segment's blocks now: a full disk then fails here, not as a SIGBUS on a copy."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, size)
+    else:  # macOS has no posix_fallocate
+        os.pwrite(fd, bytes(size), 0)
+
+
 class _Segment:
     """One mapped segment file and how far it is written."""
 
@@ -64,7 +72,7 @@ class _Segment:
         self.opened = opened
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
-            os.posix_fallocate(self.fd, 0, size)
+            _allocate(self.fd, size)
             self.map = mmap.mmap(self.fd, size)
         except BaseException:
             os.close(self.fd)
