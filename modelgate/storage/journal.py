@@ -110,15 +110,16 @@ class CallJournal:
         self.full = False
         self.failed = False
 
-    def _failure(self, action: str, exc: OSError) -> None:
-        if not self.failed:
-            log.error("call-log journal: %s in %s failed (%r); rows are kept in memory only", action, self.dir, exc)
-            self.failed = True
-
     def _close_segment(self) -> None:
         if self._segment is not None:
             self._segment.close()
             self._segment = None
+
+    def _next_segment(self) -> None:
+        """Close the open segment; the next row starts a new one."""
+        self._close_segment()
+        self._number += 1
+        self._segment_bytes[self._number] = 0
 
     def append(self, line: bytes) -> bool:
         """Write one row line; False when it could not be journaled (over `max_bytes`, or a disk error)."""
@@ -129,14 +130,15 @@ class CallJournal:
         segment = self._segment
         if segment is None or segment.used + size > segment.size:
             if segment is not None:  # full: go on in the next file
-                self._close_segment()
-                self._number += 1
-                self._segment_bytes[self._number] = 0
+                self._next_segment()
             try:
                 segment = self._segment = _Segment(self.dir / _segment_name(self._number),
                                                    max(SEGMENT_BYTES, size), self._clock())
             except OSError as exc:
-                self._failure("allocating a segment", exc)
+                if not self.failed:
+                    log.error("call-log journal: allocating a segment in %s failed (%r); rows are kept in "
+                              "memory only", self.dir, exc)
+                    self.failed = True
                 return False
         end = segment.used + size
         segment.map[segment.used:end] = line
@@ -151,9 +153,7 @@ class CallJournal:
         segment: every row in it and before it was appended before this call."""
         segment = self._segment
         if segment is not None and (force or self._clock() - segment.opened >= SEGMENT_SECONDS):
-            self._close_segment()
-            self._number += 1
-            self._segment_bytes[self._number] = 0
+            self._next_segment()
         return self._number - 1
 
     def segments_through(self, number: int) -> list[Path]:
