@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, Field
+import msgspec
+from msgspec import Meta, field
+
+# msgspec, not pydantic: every worker loads the settings, and pydantic with its compiled models
+# cost a serving process about 12 MB (bench.agent's peak RSS); msgspec is on the hot path anyway.
 
 
-class RetryPolicy(BaseModel):
+class Section(msgspec.Struct, kw_only=True):
+    """A group of settings."""
+
+
+class RetryPolicy(Section):
     max_retries: int
     initial_delay: float  # seconds before the first retry
     multiplier: float = 2.0  # 1.0 = fixed interval
@@ -24,12 +31,12 @@ class RetryPolicy(BaseModel):
 
 
 def _policy(max_retries: int, initial: float, multiplier: float = 2.0, max_delay: float = 60.0) -> Any:
-    return Field(default_factory=lambda: RetryPolicy(
+    return field(default_factory=lambda: RetryPolicy(
         max_retries=max_retries, initial_delay=initial, multiplier=multiplier, max_delay=max_delay
     ))
 
 
-class RetrySettings(BaseModel):
+class RetrySettings(Section):
     """Spec 7.5. Types not listed here are never retried."""
 
     jitter: bool = True  # up to +-20 % on each wait, so clients do not retry in lockstep
@@ -41,7 +48,7 @@ class RetrySettings(BaseModel):
     unknown_error: RetryPolicy = _policy(2, 1.0, 2.0, 10.0)
 
 
-class BreakerSettings(BaseModel):
+class BreakerSettings(Section):
     consecutive_failures: int = 5
     failure_rate: float = 0.5
     min_calls: int = 20
@@ -52,28 +59,28 @@ class BreakerSettings(BaseModel):
     half_open_trial_timeout_seconds: float = 120.0
 
 
-class FailoverSettings(BaseModel):
+class FailoverSettings(Section):
     strategy: Literal["FAIL_OVER"] = "FAIL_OVER"
     cooldown_seconds: float = 30.0  # a failed key or channel is skipped this long
 
 
-class LifecycleSettings(BaseModel):
+class LifecycleSettings(Section):
     not_found_threshold: int = 3
     not_found_window_seconds: float = 86400.0
     probe_interval_seconds: float = 3600.0  # 0 disables the scheduled probe
 
 
-class RateLimitSettings(BaseModel):
+class RateLimitSettings(Section):
     capacity: float = 120.0
     refill_per_second: float = 2.0
 
 
-class GatewaySettings(BaseModel):
-    retry: RetrySettings = Field(default_factory=RetrySettings)
-    breaker: BreakerSettings = Field(default_factory=BreakerSettings)
-    failover: FailoverSettings = Field(default_factory=FailoverSettings)
-    lifecycle: LifecycleSettings = Field(default_factory=LifecycleSettings)
-    rate_limit: RateLimitSettings = Field(default_factory=RateLimitSettings)
+class GatewaySettings(Section):
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
+    failover: FailoverSettings = field(default_factory=FailoverSettings)
+    lifecycle: LifecycleSettings = field(default_factory=LifecycleSettings)
+    rate_limit: RateLimitSettings = field(default_factory=RateLimitSettings)
     cache_refresh_seconds: float = 5.0  # how often the configuration version is checked (Redis) or reloaded
     full_refresh_seconds: float = 60.0  # with Redis: reload everything this often even without a change
     default_app_timeout_seconds: float = 120.0
@@ -81,7 +88,7 @@ class GatewaySettings(BaseModel):
     trust_forwarded_for: bool = False  # honour X-Forwarded-For only behind a known proxy
 
 
-class UpstreamSettings(BaseModel):
+class UpstreamSettings(Section):
     """Per-attempt limits and the connection pool (all per worker process)."""
 
     connect_timeout_seconds: float = 10.0  # TCP + TLS connect of one attempt
@@ -104,14 +111,14 @@ class UpstreamSettings(BaseModel):
     pool_size_per_host: int = 0  # 0 = no per-host limit (one upstream often serves most calls)
 
 
-class UsageSettings(BaseModel):
+class UsageSettings(Section):
     """The call-log writer (storage/usage_writer.py); bounds and guarantees in docs/decisions.md."""
 
     flush_interval_seconds: float = 0.5
     batch_size: int = 500
     db_timeout_seconds: float = 5.0  # connect, each statement, and the pool wait of the writer
     # At shutdown the writer tries this long to write what is pending; the rest stays in the journal.
-    shutdown_flush_seconds: float = Field(default=10.0, gt=0, le=3600)
+    shutdown_flush_seconds: Annotated[float, Meta(gt=0, le=3600)] = 10.0
     max_pending_rows: int = 100_000  # per table, in memory; call rows beyond it wait in the journal
     journal: bool = True  # append accepted call rows to data_dir/call-journal before writing them
     journal_max_bytes: int = 1 << 30  # beyond it rows are kept in memory only
@@ -120,15 +127,15 @@ class UsageSettings(BaseModel):
     retention_interval_seconds: float = 3600.0
 
 
-class TelemetrySettings(BaseModel):
+class TelemetrySettings(Section):
     """OpenTelemetry traces (docs/observability.md); off while otlp_endpoint is unset."""
 
     otlp_endpoint: str | None = None  # OTLP/HTTP collector, e.g. http://collector:4318
     service_name: str = "modelgate"
-    sample_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    sample_ratio: Annotated[float, Meta(ge=0.0, le=1.0)] = 1.0
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Section):
     host: str = "0.0.0.0"
     port: int = 8080
     workers: int = 1
@@ -136,10 +143,10 @@ class ServerSettings(BaseModel):
     drain_seconds: float = 30.0  # on shutdown, in-flight calls and streams get this long to finish
     # After SIGTERM, /readyz answers 503 "draining" this long while the server still accepts, so a
     # load balancer's health check takes the instance out before it stops listening (deploy/ sets 5).
-    drain_notice_seconds: float = Field(default=0.0, ge=0, le=600)
+    drain_notice_seconds: Annotated[float, Meta(ge=0, le=600)] = 0.0
 
 
-class Settings(BaseModel):
+class Settings(Section):
     env: Literal["local", "production"] = "local"
     data_dir: str = "./data"
     database_url: str | None = None  # None = SQLite file in data_dir
@@ -153,11 +160,11 @@ class Settings(BaseModel):
     log_format: Literal["text", "json"] = "text"  # json: one object per line, with the trace id
     metrics_token: str | None = None  # when set, GET /metrics needs `Authorization: Bearer <token>`
     catalog_file: str | None = None  # the admin's additions to the built-in plan catalog
-    server: ServerSettings = Field(default_factory=ServerSettings)
-    gateway: GatewaySettings = Field(default_factory=GatewaySettings)
-    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
-    usage: UsageSettings = Field(default_factory=UsageSettings)
-    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    gateway: GatewaySettings = field(default_factory=GatewaySettings)
+    upstream: UpstreamSettings = field(default_factory=UpstreamSettings)
+    usage: UsageSettings = field(default_factory=UsageSettings)
+    telemetry: TelemetrySettings = field(default_factory=TelemetrySettings)
 
     @property
     def production(self) -> bool:
@@ -174,17 +181,25 @@ class ConfigError(Exception):
     """Start-up configuration is unusable; str(err) starts with a code and is printed before exiting."""
 
 
-def unknown_keys(model: type[BaseModel], tree: dict[str, Any], prefix: str = "") -> list[str]:
+def _fields(model: type[Section]) -> dict[str, Any]:
+    """Each setting of a section, by name, with its type (a section's class for a nested section)."""
+    return {info.name: info.type for info in msgspec.structs.fields(model)}
+
+
+def _is_section(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, Section)
+
+
+def unknown_keys(model: type[Section], tree: dict[str, Any], prefix: str = "") -> list[str]:
     """Dotted paths in `tree` that name no setting (typos such as `gateway.retyr.jitter`)."""
     unknown = []
+    fields = _fields(model)
     for key, value in tree.items():
-        info = model.model_fields.get(key) if isinstance(key, str) else None
-        if info is None:
+        if not isinstance(key, str) or key not in fields:
             unknown.append(f"{prefix}{key}")
             continue
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and isinstance(value, dict):
-            unknown.extend(unknown_keys(annotation, value, f"{prefix}{key}."))
+        if _is_section(fields[key]) and isinstance(value, dict):
+            unknown.extend(unknown_keys(fields[key], value, f"{prefix}{key}."))
     return unknown
 
 
@@ -207,15 +222,24 @@ ENV_ALIASES = {
 }
 
 
-def _leaf_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
-    paths = []
-    for name, info in model.model_fields.items():
-        annotation = info.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-            paths.extend(_leaf_paths(annotation, f"{prefix}{name}."))
+def _leaves(model: type[Section], prefix: str = "") -> dict[str, Any]:
+    """Every leaf setting's dotted path, with its type."""
+    leaves = {}
+    for name, annotation in _fields(model).items():
+        if _is_section(annotation):
+            leaves.update(_leaves(annotation, f"{prefix}{name}."))
         else:
-            paths.append(prefix + name)
-    return paths
+            leaves[prefix + name] = annotation
+    return leaves
+
+
+# Words for yes and no in environment variables, beyond the true/false/1/0 msgspec reads.
+_BOOL_WORDS = {"yes": "true", "y": "true", "on": "true", "t": "true",
+               "no": "false", "n": "false", "off": "false", "f": "false"}
+
+
+def _from_environment(value: str, annotation: Any) -> str:
+    return _BOOL_WORDS.get(value.strip().lower(), value) if annotation is bool else value
 
 
 def _set_path(tree: dict[str, Any], dotted: str, value: Any) -> None:
@@ -237,11 +261,13 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> None:
 def load_settings(config_file: str | None = None, environ: dict[str, str] | None = None) -> Settings:
     environ = dict(os.environ if environ is None else environ)
     # Start from the defaults so a partial override keeps the rest of its section.
-    tree: dict[str, Any] = Settings().model_dump()
+    tree: dict[str, Any] = msgspec.to_builtins(Settings())
     path = config_file or environ.get("MODELGATE_CONFIG")
     if path is None and Path("modelgate.yaml").is_file():
         path = "modelgate.yaml"
     if path:
+        import yaml  # only for a config file
+
         loaded = yaml.safe_load(Path(path).read_text()) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"CONFIG_INVALID: config file {path} must hold a mapping")
@@ -250,11 +276,16 @@ def load_settings(config_file: str | None = None, environ: dict[str, str] | None
             raise ConfigError(f"CONFIG_UNKNOWN_KEY: {path} sets {', '.join(unknown)}, which "
                               f"{'is not a setting' if len(unknown) == 1 else 'are not settings'}")
         _deep_merge(tree, loaded)
+    leaves = _leaves(Settings)
     for env_name, dotted in ENV_ALIASES.items():
         if env_name in environ:
-            _set_path(tree, dotted, environ[env_name])
-    for dotted in _leaf_paths(Settings):
+            _set_path(tree, dotted, _from_environment(environ[env_name], leaves[dotted]))
+    for dotted, annotation in leaves.items():
         env_name = dotted.upper().replace(".", "_")
         if env_name in environ and env_name not in ENV_ALIASES:
-            _set_path(tree, dotted, environ[env_name])
-    return Settings.model_validate(tree)
+            _set_path(tree, dotted, _from_environment(environ[env_name], annotation))
+    try:
+        # Not strict: environment variables are strings ("8080", "false").
+        return msgspec.convert(tree, Settings, strict=False)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"CONFIG_INVALID: {exc}") from None

@@ -10,6 +10,8 @@ its snapshot at once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from modelgate.auth.crypto import SecretBox
 from modelgate.config import Settings
 from modelgate.services.admin_tokens import AdminTokenService
@@ -21,10 +23,12 @@ from modelgate.services.breakers import BreakerService
 from modelgate.services.call_log import CallLogService
 from modelgate.services.channels import ChannelService, ModelInstanceService
 from modelgate.services.context import OnChange, ServiceContext
-from modelgate.services.declarative import DeclarativeService
 from modelgate.services.providers import ProviderService
 from modelgate.services.users import UserService
 from modelgate.storage.db import Database
+
+if TYPE_CHECKING:
+    from modelgate.services.declarative import DeclarativeService
 
 
 class Services:
@@ -43,7 +47,17 @@ class Services:
         self.breakers = BreakerService(self.ctx, self.providers, self.channels)
         self.admin_tokens = AdminTokenService(self.ctx)
         self.audit = AuditService(self.ctx)
-        self.declarative = DeclarativeService(self)
+        self._declarative: DeclarativeService | None = None
+
+    @property
+    def declarative(self) -> DeclarativeService:
+        """Configuration as code (the CLI and the management API): built on first use, so a serving
+        worker never loads its pydantic models."""
+        if self._declarative is None:
+            from modelgate.services.declarative import DeclarativeService
+
+            self._declarative = DeclarativeService(self)
+        return self._declarative
 
     @property
     def on_change(self) -> OnChange | None:
