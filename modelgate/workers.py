@@ -48,6 +48,7 @@ def uvicorn_options(settings: Settings) -> dict:
         factory=True,
         loop="uvloop",
         http="httptools",
+        ws="none",  # the gateway serves no websockets: their protocol code stays out of every worker
         lifespan="on",
         access_log=False,
         proxy_headers=False,  # X-Forwarded-For is honoured by the gateway itself, when configured
