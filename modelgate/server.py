@@ -14,6 +14,7 @@ from pathlib import Path
 from modelgate.auth.crypto import ConfigError, SecretBox, load_encryption_key
 from modelgate.config import Settings, load_settings
 from modelgate.logs import configure_logging
+from modelgate.services import Services
 from modelgate.storage.db import Database
 from modelgate.storage.sealed import require_decryptable, sealed_count
 
@@ -31,8 +32,6 @@ async def prepare(settings: Settings) -> str | None:
         await db.migrate()
         box = SecretBox(load_encryption_key(settings, may_generate=not await sealed_count(db)))
         await require_decryptable(db, box)
-        from modelgate.services import Services  # here: the serving process never needs it
-
         return await Services(db, box, settings).users.ensure_initial_admin()
     finally:
         await db.dispose()

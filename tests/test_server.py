@@ -158,12 +158,11 @@ def test_each_worker_listens_on_its_own_socket_and_stops_on_sigterm(tmp_path):
 # (first request under /api or /console), tracing (an OTLP endpoint), cloud credential chains (a
 # Bedrock, Vertex or Azure Entra channel), migrations (the start-up child process) and the local
 # tokenizer (the first count_tokens), the PostgreSQL dialect (a PostgreSQL database), pydantic
-# (configuration as code, the plan catalog), the YAML reader (a config file) and the service layer (the
-# management API, a model deprecated by the lifecycle probe). Loading them all up
+# (configuration as code, the plan catalog) and the YAML reader (a config file). Loading them all up
 # front cost a worker 16 MB (bench.agent); pydantic alone, with the settings as its models, 9 MB more.
 LOADED_ON_USE = ("modelgate.api", "fastapi", "starlette", "opentelemetry", "botocore", "google.auth",
                  "azure.identity", "alembic", "tiktoken", "unittest",
-                 "sqlalchemy.dialects.postgresql", "pydantic", "yaml", "modelgate.services")
+                 "sqlalchemy.dialects.postgresql", "pydantic", "yaml")
 
 SERVE_AND_REPORT_MODULES = """
 import asyncio, sys

@@ -11,7 +11,7 @@ import resource
 import socket
 import time
 import weakref
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import aiohttp
 from sqlalchemy import select, text
@@ -31,6 +31,7 @@ from modelgate.routing.events import Clock, EventType, SystemClock
 from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
+from modelgate.services import Services
 from modelgate.shared.breakers import SharedBreakers
 from modelgate.shared.change_marker import marker_mtime, marker_path, touch_change_marker
 from modelgate.shared.config_version import ConfigVersion
@@ -43,9 +44,6 @@ from modelgate.storage.models import ResilienceEvent
 from modelgate.storage.retention import RetentionJob
 from modelgate.storage.snapshot_loader import load_snapshot
 from modelgate.storage.usage_writer import UsageWriter
-
-if TYPE_CHECKING:
-    from modelgate.services import Services
 
 log = logging.getLogger("modelgate.runtime")
 
@@ -156,24 +154,14 @@ class Runtime:
         self.draining = False
         self.link: RedisLink | None = None
         self.tracer: Any = None  # modelgate.gateway.otel.CallTracer when OpenTelemetry is configured
-        self._services: Services | None = None
         self._changes = 0  # configuration changes made through this process
         self._applied_changes = 0  # of those, the ones the installed snapshot includes
-
-    @property
-    def services(self) -> Services:
-        """The service layer, built on first use (the management API, a deprecated model): a worker
-        that only serves calls never loads it (about 4 MB)."""
-        if self._services is None:
-            from modelgate.services import Services
-
-            self._services = Services(self.db, self.box, self.settings, on_change=self.config_changed)
-        return self._services
 
     async def start(self) -> None:
         settings = self.settings
         self.box = SecretBox(load_encryption_key(settings))
         self.db = Database.from_settings(settings)
+        self.services = Services(self.db, self.box, settings, on_change=self.config_changed)
         self.config_version: ConfigVersion | None = None
         if settings.redis_url:
             self.link = RedisLink(settings)
