@@ -51,6 +51,11 @@ async def test_sqlite_pragmas_and_data_dir(tmp_path):
             assert (await conn.execute(text("PRAGMA foreign_keys"))).scalar_one() == 1
             assert (await conn.execute(text("PRAGMA journal_mode"))).scalar_one() == "wal"
             assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one() == 5000
+            # Memory per connection is bounded: every pooled connection of every worker has its cache.
+            assert -512 <= (await conn.execute(text("PRAGMA cache_size"))).scalar_one() < 0
+        # The call-log writer's own connection too.
+        cache_kib = await db.run_transaction(lambda conn: conn.execute(text("PRAGMA cache_size")).scalar_one())
+        assert -512 <= cache_kib < 0
         assert (tmp_path / "nested" / "dir" / "m.db").is_file()
     finally:
         await db.dispose()
