@@ -1,0 +1,89 @@
+"""The messages protocol (`POST /alt/v1/messages`): the Anthropic Messages API wire format.
+
+Pure functions only, one concern per module: `wire` (names, headers, SSE frames, usage, cache
+marks), `validate`, `view` (the typed fast path of validation), `decode` (into the IR), `encode`
+(IR answers and errors), `stream` (IR stream events as SSE) and `tap` (a native stream relayed).
+The codec below is what the gateway calls; the names re-exported here are what other packages use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+
+from modelgate.errors import ClientProtocol
+from modelgate.protocols.base import Headers, bearer_token
+from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
+from modelgate.protocols.messages import view
+from modelgate.protocols.messages.decode import reasoning_effort, thinking_budget, thinking_field, to_ir
+from modelgate.protocols.messages.encode import PING, encode_response, stream_error, tool_input, vendor_error_type
+from modelgate.protocols.messages.stream import MessagesStreamEncoder
+from modelgate.protocols.messages.tap import MessagesStreamTap
+from modelgate.protocols.messages.validate import check_version, validate, validate_count
+from modelgate.protocols.messages.wire import (
+    ALT_VERSION,
+    MID_CONVERSATION_SYSTEM_BETA,
+    NATIVE_WIRE,
+    STOP_FROM_VENDOR,
+    STOP_TO_VENDOR,
+    allows_mid_conversation_system,
+    betas,
+    cache_control,
+    cache_mark,
+    sse_frame,
+    usage_from_vendor,
+    usage_to_vendor,
+    vendor_headers,
+)
+
+__all__ = [
+    "ALT_VERSION", "MID_CONVERSATION_SYSTEM_BETA", "NATIVE_WIRE", "PING", "STOP_FROM_VENDOR", "STOP_TO_VENDOR",
+    "MessagesCodec", "MessagesStreamEncoder", "MessagesStreamTap", "allows_mid_conversation_system", "betas",
+    "cache_control", "cache_mark", "check_version", "encode_response", "reasoning_effort", "sse_frame",
+    "stream_error", "thinking_budget", "thinking_field", "to_ir", "tool_input", "usage_from_vendor",
+    "usage_to_vendor", "validate", "validate_count", "vendor_error_type", "vendor_headers",
+]
+
+
+class MessagesCodec:
+    protocol = ClientProtocol.MESSAGES
+    native_wire = NATIVE_WIRE
+
+    def api_key(self, headers: Headers) -> bytes | None:
+        # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.
+        return headers.get(b"x-api-key") or bearer_token(headers)
+
+    def check_headers(self, headers: Headers) -> None:
+        check_version(headers)
+
+    def validation_body(self, message: str) -> bytes:
+        return orjson.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+
+    def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
+        return validate(body, betas(headers) if headers else None)
+
+    def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
+        return view.read(raw, allows_mid_conversation_system(betas(headers)))
+
+    def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
+        return vendor_headers(headers)
+
+    def to_ir(self, body: dict[str, Any]) -> ChatRequest:
+        return to_ir(body)
+
+    def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:
+        return encode_response(resp, model)
+
+    def stream_encoder(self, model: str, body: dict[str, Any]) -> MessagesStreamEncoder:
+        return MessagesStreamEncoder(model)
+
+    def keepalive(self) -> bytes:
+        return PING
+
+    def native_usage(self, body: dict[str, Any]) -> Usage:
+        return usage_from_vendor(body.get("usage"))
+
+    def native_stream_tap(self, body: dict[str, Any]) -> MessagesStreamTap:
+        return MessagesStreamTap(body.get("model"))

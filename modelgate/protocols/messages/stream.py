@@ -1,0 +1,217 @@
+"""Encoding IR stream events as the messages protocol's SSE event sequence."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from modelgate.protocols.ir import (
+    StreamEnd,
+    StreamError,
+    StreamEvent,
+    StreamStart,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolCallStart,
+    Usage,
+    UsageUpdate,
+)
+from modelgate.protocols.messages.encode import PING, message_id, stream_error
+from modelgate.protocols.messages.wire import STOP_TO_VENDOR, sse_frame, usage_to_vendor
+
+
+_TEXT_BLOCK = ("text", -1)
+
+
+class MessagesStreamEncoder:
+    """IR stream events -> the vendor's SSE event sequence, on the fly.
+
+    The vendor streams one content block at a time: start, deltas, stop, with
+    indexes counting up from 0. A chat-completions upstream may interleave text
+    and several tool calls, so blocks are opened in arrival order and an event
+    for a block that cannot open yet is held back:
+
+    - text or thinking blocks close as soon as anything else arrives;
+    - a tool_use block closes once its arguments so far are complete JSON (the
+      usual sequential tool-call stream), otherwise later blocks' events wait in
+      a queue until it is complete or the stream ends. Only interleaving
+      upstreams ever wait; their events are released in order.
+    """
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.started = False
+        self.done = False
+        self.usage = Usage()
+        self._next_index = 0
+        self._open: tuple[str, int] | None = None  # ("text"|"thinking", -1) or ("tool", ir index)
+        self._open_index = -1
+        self._args: list[str] = []  # arguments text of the open tool block
+        self._text_head = b""  # the encoded start of a text delta of the open block
+        self._known_tools: set[int] = set()
+        self._closed_tools: set[int] = set()
+        self._queue: list[StreamEvent] = []
+
+    # StreamEncoder protocol
+    def keepalive(self) -> bytes:
+        return PING
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        self.done = True
+        return stream_error(error_type, message)
+
+    def encode(self, event: StreamEvent) -> bytes:
+        if type(event) is TextDelta and self._open == _TEXT_BLOCK and not self._queue and not self.done:
+            # The bulk of a stream: more text for the open text block, framed from its encoded head.
+            return self._text_head + orjson.dumps(event.text) + b"}}\n\n" if event.text else b""
+        if self.done:
+            return b""
+        out: list[bytes] = []
+        if isinstance(event, StreamStart):
+            self.usage = self.usage.merged(event.usage)
+            self._start(out, event.id)
+        elif isinstance(event, (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)):
+            self._start(out, None)
+            self._route(event, out, force=False)
+        elif isinstance(event, UsageUpdate):
+            self.usage = self.usage.merged(event.usage)
+        elif isinstance(event, StreamEnd):
+            self._start(out, None)
+            self._drain(out, force=True)
+            self._close(out)
+            self.usage = self.usage.merged(event.usage)
+            self._finish(out, event)
+        elif isinstance(event, StreamError):
+            out.append(self.error_event(event.error_type, event.message))
+        return b"".join(out)
+
+    def _start(self, out: list[bytes], upstream_id: str | None) -> None:
+        if self.started:
+            return
+        self.started = True
+        message = {
+            "id": message_id(upstream_id),
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage_to_vendor(self.usage),
+        }
+        out.append(sse_frame("message_start", {"type": "message_start", "message": message}))
+
+    def _finish(self, out: list[bytes], end: StreamEnd) -> None:
+        self.done = True
+        delta = {"stop_reason": STOP_TO_VENDOR.get(end.stop_reason, "end_turn"), "stop_sequence": end.stop_sequence}
+        # Cumulative counts: chat upstreams only know the input count at the end.
+        usage = usage_to_vendor(self.usage)
+        out.append(sse_frame("message_delta", {"type": "message_delta", "delta": delta, "usage": usage}))
+        out.append(sse_frame("message_stop", {"type": "message_stop"}))
+
+    @staticmethod
+    def _target(event: StreamEvent) -> tuple[str, int]:
+        if isinstance(event, TextDelta):
+            return _TEXT_BLOCK
+        if isinstance(event, ThinkingDelta):
+            return ("redacted" if event.redacted is not None else "thinking", -1)
+        return ("tool", event.index)  # type: ignore[union-attr]
+
+    def _args_complete(self) -> bool:
+        try:
+            orjson.loads("".join(self._args))
+        except orjson.JSONDecodeError:
+            return False
+        return True
+
+    def _can_switch(self, force: bool) -> bool:
+        return force or self._open is None or self._open[0] != "tool" or self._args_complete()
+
+    def _route(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
+        """A live event: register tool calls, place the event, release what it unblocked."""
+        if isinstance(event, ToolCallStart):
+            if event.index in self._known_tools:
+                return  # a repeated header chunk of a call already seen
+            self._known_tools.add(event.index)
+        elif isinstance(event, ToolCallDelta) and event.index not in self._known_tools:
+            return  # arguments without a header: no block to put them in
+        self._place(event, out, force)
+        if self._queue and self._can_switch(force):
+            self._drain(out, force)
+
+    def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
+        target = self._target(event)
+        if isinstance(event, ToolCallDelta) and event.index in self._closed_tools:
+            return  # the call's JSON was already complete; a vendor block cannot reopen
+        # A tool call and a redacted block each open a block of their own.
+        if target == self._open and not (isinstance(event, ToolCallStart) or target[0] == "redacted"):
+            self._delta(event, out)
+        elif not self._queue and self._can_switch(force):
+            self._close(out)
+            self._open_block(event, out)
+        else:
+            self._queue.append(event)
+
+    def _drain(self, out: list[bytes], force: bool) -> None:
+        # Events re-queued during a pass keep their order: `_place` queues
+        # everything behind the first event that still has to wait.
+        while self._queue and self._can_switch(force):
+            pending, self._queue = self._queue, []
+            for event in pending:
+                self._place(event, out, force)
+
+    def _open_block(self, event: StreamEvent, out: list[bytes]) -> None:
+        index = self._next_index
+        self._next_index += 1
+        self._open_index = index
+        self._open = self._target(event)
+        if isinstance(event, ToolCallStart):
+            block: dict[str, Any] = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            self._args = []
+        elif isinstance(event, ThinkingDelta) and event.redacted is not None:
+            block = {"type": "redacted_thinking", "data": event.redacted}  # whole at its start, as the vendor sends it
+        elif isinstance(event, ThinkingDelta):
+            block = {"type": "thinking", "thinking": "", "signature": ""}
+        else:
+            block = {"type": "text", "text": ""}
+        out.append(sse_frame("content_block_start", {"type": "content_block_start", "index": index, "content_block": block}))
+        # sse_frame("content_block_delta", {..., "delta": {"type": "text_delta", "text": <text>}}) up to the text
+        self._text_head = (b'event: content_block_delta\ndata: {"type":"content_block_delta","index":%d,'
+                           b'"delta":{"type":"text_delta","text":' % index)
+        if not isinstance(event, ToolCallStart) and block["type"] != "redacted_thinking":
+            self._delta(event, out)
+
+    def _delta(self, event: StreamEvent, out: list[bytes]) -> None:
+        if isinstance(event, TextDelta):
+            if not event.text:
+                return
+            delta: dict[str, Any] = {"type": "text_delta", "text": event.text}
+        elif isinstance(event, ThinkingDelta):
+            if event.text:
+                self._frame_delta({"type": "thinking_delta", "thinking": event.text}, out)
+            if event.signature:
+                self._frame_delta({"type": "signature_delta", "signature": event.signature}, out)
+            return
+        elif isinstance(event, ToolCallDelta):
+            if not event.arguments:
+                return
+            self._args.append(event.arguments)
+            delta = {"type": "input_json_delta", "partial_json": event.arguments}
+        else:
+            return
+        self._frame_delta(delta, out)
+
+    def _frame_delta(self, delta: dict[str, Any], out: list[bytes]) -> None:
+        out.append(
+            sse_frame("content_block_delta", {"type": "content_block_delta", "index": self._open_index, "delta": delta})
+        )
+
+    def _close(self, out: list[bytes]) -> None:
+        if self._open is None:
+            return
+        if self._open[0] == "tool":
+            self._closed_tools.add(self._open[1])
+        out.append(sse_frame("content_block_stop", {"type": "content_block_stop", "index": self._open_index}))
+        self._open = None
