@@ -17,33 +17,29 @@ from modelgate.errors import ClientProtocol
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.messages import view
-from modelgate.protocols.messages.decode import reasoning_effort, thinking_budget, thinking_field, to_ir
-from modelgate.protocols.messages.encode import PING, encode_response, stream_error, tool_input, vendor_error_type
+from modelgate.protocols.messages.decode import reasoning_effort, thinking_field, to_ir
+from modelgate.protocols.messages.encode import PING, encode_response, tool_input, vendor_error_type
 from modelgate.protocols.messages.stream import MessagesStreamEncoder
 from modelgate.protocols.messages.tap import MessagesStreamTap
 from modelgate.protocols.messages.validate import check_version, validate, validate_count
 from modelgate.protocols.messages.wire import (
-    ALT_VERSION,
     MID_CONVERSATION_SYSTEM_BETA,
     NATIVE_WIRE,
     STOP_FROM_VENDOR,
-    STOP_TO_VENDOR,
     allows_mid_conversation_system,
     betas,
     cache_control,
     cache_mark,
     sse_frame,
     usage_from_vendor,
-    usage_to_vendor,
     vendor_headers,
 )
 
+# What other packages use (the upstream adapter, count_tokens, tests).
 __all__ = [
-    "ALT_VERSION", "MID_CONVERSATION_SYSTEM_BETA", "NATIVE_WIRE", "PING", "STOP_FROM_VENDOR", "STOP_TO_VENDOR",
-    "MessagesCodec", "MessagesStreamEncoder", "MessagesStreamTap", "allows_mid_conversation_system", "betas",
-    "cache_control", "cache_mark", "check_version", "encode_response", "reasoning_effort", "sse_frame",
-    "stream_error", "thinking_budget", "thinking_field", "to_ir", "tool_input", "usage_from_vendor",
-    "usage_to_vendor", "validate", "validate_count", "vendor_error_type", "vendor_headers",
+    "MID_CONVERSATION_SYSTEM_BETA", "NATIVE_WIRE", "STOP_FROM_VENDOR", "MessagesCodec", "MessagesStreamEncoder",
+    "betas", "cache_control", "cache_mark", "encode_response", "reasoning_effort", "sse_frame", "thinking_field",
+    "to_ir", "tool_input", "usage_from_vendor", "validate_count", "vendor_error_type", "vendor_headers",
 ]
 
 
