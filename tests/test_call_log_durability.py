@@ -357,3 +357,39 @@ async def test_without_posix_fallocate_segments_are_allocated_by_writing(databas
     second.start()
     await second.stop()
     assert [r.prompt_tokens for r in await _rows(database)] == [0, 1, 2]
+
+
+def _resident_kib(path) -> int | None:
+    """This process's resident memory of the mapping of `path` (Linux), else None."""
+    try:
+        smaps = open("/proc/self/smaps").read()
+    except OSError:
+        return None
+    resident, inside = 0, False
+    for line in smaps.splitlines():
+        if "-" in line.split(" ", 1)[0] and ":" not in line.split(" ", 1)[0]:
+            inside = line.endswith(str(path))
+        elif inside and line.startswith("Rss:"):
+            resident += int(line.split()[1])
+    return resident
+
+
+async def test_a_segment_s_written_pages_leave_the_process_memory_at_each_flush(database, settings):
+    """The open segment is mapped: without this its written pages (up to 1 MiB) stay resident in every
+    worker. They stay in the file: a killed writer's rows replay."""
+    if _resident_kib("/nonexistent") is None:
+        pytest.skip("needs /proc/self/smaps (Linux)")
+    first = UsageWriter(database, settings)
+    first.journal._clock = _Clock()  # the segment never gets a minute old here
+    for i in range(200):  # about 60 KB of rows
+        first.record(_call(i, model="m" * 200))
+    segment = first.journal.dir / "000000000000.jsonl"
+    assert _resident_kib(segment) >= 48
+    first.journal.seal()  # what every flush does
+    assert _resident_kib(segment) <= 4, "only the page still being written stays"
+    first.record(_call(200))
+    _die(first)
+    second = UsageWriter(database, settings)
+    second.start()
+    await second.stop()
+    assert [r.prompt_tokens for r in await _rows(database)] == list(range(201))

@@ -57,6 +57,10 @@ def _try_lock(path: Path) -> int | None:
     return fd
 
 
+# For a shared file mapping the pages stay in the file and the page cache; reading them again maps them back.
+_DONTNEED = getattr(mmap, "MADV_DONTNEED", None)
+
+
 def _allocate(fd: int, size: int) -> None:
     """Reserve a segment's blocks now: a full disk then fails here, not as a SIGBUS on a copy."""
     if hasattr(os, "posix_fallocate"):
@@ -81,6 +85,15 @@ class _Segment:
             raise
         self.size = size
         self.used = 0
+        self.released = 0  # the written pages up to here are out of this process's memory
+
+    def release_written(self) -> None:
+        """Unmap the whole pages written so far from this process (the file keeps them): a mapped
+        segment otherwise counts up to its size in every worker's resident memory."""
+        end = self.used - self.used % mmap.PAGESIZE
+        if end > self.released and _DONTNEED is not None:
+            self.map.madvise(_DONTNEED, self.released, end - self.released)
+            self.released = end
 
     def close(self) -> None:
         """Unmap and cut the file to its rows (the unused allocation goes back to the disk)."""
@@ -152,8 +165,11 @@ class CallJournal:
         """Close the open segment if it is old enough (or `force`); returns the number of the last closed
         segment: every row in it and before it was appended before this call."""
         segment = self._segment
-        if segment is not None and (force or self._clock() - segment.opened >= SEGMENT_SECONDS):
-            self._next_segment()
+        if segment is not None:
+            if force or self._clock() - segment.opened >= SEGMENT_SECONDS:
+                self._next_segment()
+            else:
+                segment.release_written()
         return self._number - 1
 
     def segments_through(self, number: int) -> list[Path]:
