@@ -84,3 +84,22 @@ def test_a_body_is_freed_by_reference_counting_alone() -> None:
             assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_a_body_whose_bytes_were_let_go_is_forwarded_serialised() -> None:
+    from modelgate.protocols.body import forget_bytes
+
+    client = body()
+    forget_bytes(client)
+    assert client.raw is None
+    assert orjson.loads(forward(client, {"model": "upstream-name"})) == {**orjson.loads(RAW), "model": "upstream-name"}
+    assert orjson.loads(forward(client, {"model": "gpt-x"})) == orjson.loads(RAW)
+
+
+def test_a_partial_body_keeps_its_bytes() -> None:
+    # Its large fields exist only as those bytes.
+    from modelgate.protocols.body import forget_bytes
+
+    client = ChatCodec().read_typed(RAW, {})[0]
+    forget_bytes(client)
+    assert client.raw is RAW and forward(client, {"model": "gpt-x"}) is RAW

@@ -154,3 +154,42 @@ async def test_coding_agent_long_tool_loop_streamed_to_a_chat_upstream(gateway, 
     calls = [c["id"] for m in sent["messages"] if m["role"] == "assistant" for c in m["tool_calls"]]
     results = [m["tool_call_id"] for m in sent["messages"] if m["role"] == "tool"]
     assert calls == results == [f"toolu_{t}_{k}" for t in range(12) for k in range(2)]
+
+
+async def test_a_converted_call_failing_over_to_the_clients_own_protocol_forwards_the_clients_body(
+        gateway, openai_upstream, anthropic_upstream):
+    """A converted call lets the client's bytes go once it holds their IR (they were as large as the tree);
+    a failover to an upstream of the client's protocol then gets the body serialised again: the same
+    JSON, every field as the client sent it."""
+    import httpx
+
+    first = await gateway.wire(openai_upstream.base_url, [{"model_id": "claude-haiku-4-5", "upstream_model": "gpt-test"}],
+                               name="chat-first")
+    svc = gateway.services
+    provider = await svc.providers.create("claude-provider", "anthropic", base_url=anthropic_upstream.base_url,
+                                          keys=[API_KEY])
+    channel = await svc.channels.create("claude-channel", provider.id, models=["claude-haiku-4-5"], priority=1)
+    await svc.applications.authorize_channel(first.app_id, channel.id)
+    await gateway.runtime.refresh()
+    sent = {
+        "model": "claude-haiku-4-5", "max_tokens": 64, "system": [{"type": "text", "text": "Be brief. ☃"}],
+        "tools": [{"name": "lookup", "description": "Look a word up",
+                   "input_schema": {"type": "object", "properties": {"word": {"type": "string"}}}}],
+        "messages": [
+            {"role": "user", "content": "look up snow"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup",
+                                               "input": {"word": "snow", "n": 1.5}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "frozen rain"}]},
+        ],
+    }
+    headers = {"x-api-key": first.key, "alt-version": "2023-06-01", "content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        # The first call converts; from the second on, the application's calls are decoded whole at once.
+        assert (await http.post("/alt/v1/messages", content=orjson.dumps(sent), headers=headers)).status_code == 200
+        openai_upstream.fail_next(429, {"error": {"message": "You exceeded your current quota.",
+                                                  "type": "insufficient_quota", "param": None,
+                                                  "code": "insufficient_quota"}})
+        resp = await http.post("/alt/v1/messages", content=orjson.dumps(sent), headers=headers)
+    assert resp.status_code == 200, resp.text
+    assert (len(openai_upstream.requests), len(anthropic_upstream.requests)) == (2, 1)
+    assert anthropic_upstream.last.json() == sent

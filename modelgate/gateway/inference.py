@@ -35,7 +35,7 @@ from modelgate.gateway.asgi import (
     send_error,
 )
 from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder, bearer_token
-from modelgate.protocols.body import ClientBody, whole
+from modelgate.protocols.body import ClientBody, forget_bytes, whole
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -363,7 +363,9 @@ class _Call:
 
     def ir(self) -> ChatRequest:
         if self._ir is None:
-            self._ir = self.codec.to_ir(whole(self.body))
+            body = whole(self.body)
+            self._ir = self.codec.to_ir(body)
+            forget_bytes(body)
         return self._ir
 
     def _request(self, route: Route, endpoint: Endpoint) -> tuple[Any, UpstreamRequest, bool]:

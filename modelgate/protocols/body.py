@@ -17,6 +17,10 @@ A body read through a codec's typed view (protocols/typed_view.py) is partial: i
 fields (the conversation, the tools) hold `NOT_DECODED`, since pass-through only forwards
 them. `whole` decodes the rest on the first need (conversion). A partial body is never
 edited (only a rewritten body is, which the typed views leave to the codec's own path).
+
+A converted call lets a whole body's bytes go once it has their IR (`forget_bytes`): it then holds
+the tree and the IR, and the bytes would only serve a failover to an upstream of the client's own
+protocol, which gets the tree serialised instead.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ NOT_DECODED: Any = _NotDecoded()  # a field of a partial body that was validated
 class ClientBody(dict):
     __slots__ = ("raw", "received", "partial", "_whole")
 
-    def __init__(self, parsed: dict[str, Any], raw: bytes, partial: bool = False) -> None:
+    def __init__(self, parsed: dict[str, Any], raw: bytes | None, partial: bool = False) -> None:
         super().__init__(parsed)
         self.raw = raw
         self.received = parsed  # the parse result itself: nothing else holds or changes it
@@ -57,14 +61,24 @@ def whole(body: Mapping[str, Any]) -> Any:
     if not isinstance(body, ClientBody) or not body.partial:
         return body
     if body._whole is None:
-        body._whole = ClientBody(orjson.loads(body.raw), body.raw)
+        raw = body.raw
+        assert raw is not None, "a partial body keeps its bytes (forget_bytes leaves them)"
+        body._whole = ClientBody(orjson.loads(raw), raw)
     return body._whole
+
+
+def forget_bytes(body: Mapping[str, Any]) -> None:
+    """Let the client's bytes of a whole body go: a converted call holds its decoded tree and its IR, and
+    the bytes (as large again) would only serve a failover to an upstream of the client's own protocol,
+    which then gets the tree serialised."""
+    if isinstance(body, ClientBody) and not body.partial:
+        body.raw = None
 
 
 def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
     """The JSON bytes of `body` with the top-level `changes` applied."""
     forwarded = {**body, **changes}
-    if not isinstance(body, ClientBody):
+    if not isinstance(body, ClientBody) or body.raw is None:
         return orjson.dumps(forwarded)
     kept = {name for name, old in body.received.items()
             if (value := forwarded.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)}
