@@ -86,20 +86,53 @@ def test_a_body_is_freed_by_reference_counting_alone() -> None:
         gc.enable()
 
 
-def test_a_body_whose_bytes_were_let_go_is_forwarded_serialised() -> None:
-    from modelgate.protocols.body import forget_bytes
-
-    client = body()
-    forget_bytes(client)
-    assert client.raw is None
-    assert orjson.loads(forward(client, {"model": "upstream-name"})) == {**orjson.loads(RAW), "model": "upstream-name"}
-    assert orjson.loads(forward(client, {"model": "gpt-x"})) == orjson.loads(RAW)
+SHED_RAW = orjson.dumps({
+    "model": "gpt-x", "stream": True, "temperature": 0.5, "max_tokens": 5, "user": None,
+    "stream_options": {"include_usage": True},
+    "messages": [{"role": "user", "content": "hi \u00e9"}],
+    "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
+})
 
 
-def test_a_partial_body_keeps_its_bytes() -> None:
-    # Its large fields exist only as those bytes.
-    from modelgate.protocols.body import forget_bytes
+def test_a_shed_body_holds_its_bytes_its_scalars_and_the_fields_kept() -> None:
+    from modelgate.protocols.body import NOT_DECODED, shed
+
+    client = ClientBody(orjson.loads(SHED_RAW), SHED_RAW)
+    lean = shed(client, {"stream_options"})
+    assert lean.raw is SHED_RAW and lean.partial
+    sent = orjson.loads(SHED_RAW)
+    assert {name: lean[name] for name in ("model", "stream", "temperature", "max_tokens", "user",
+                                          "stream_options")} == {name: sent[name] for name in (
+        "model", "stream", "temperature", "max_tokens", "user", "stream_options")}
+    assert lean["messages"] is NOT_DECODED and lean["tools"] is NOT_DECODED
+
+
+def test_a_shed_body_is_decoded_again_and_forwarded_as_sent() -> None:
+    from modelgate.protocols.body import shed, whole
+
+    lean = shed(ClientBody(orjson.loads(SHED_RAW), SHED_RAW), ())
+    assert whole(lean) == orjson.loads(SHED_RAW)
+    assert forward(lean, {"model": "gpt-x"}) is SHED_RAW
+    assert orjson.loads(forward(lean, {"model": "renamed"})) == {**orjson.loads(SHED_RAW), "model": "renamed"}
+
+
+def test_a_body_validate_rewrote_is_not_shed() -> None:
+    # Its bytes no longer say what it holds: decoding them again would undo the rewrite.
+    from modelgate.protocols.body import shed
+
+    raw = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}],
+                        "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+                        "tool_choice": "f"})
+    client = ClientBody(orjson.loads(raw), raw)
+    ChatCodec().validate(client)
+    assert shed(client, ()) is client
+    removed = body()
+    del removed["max_tokens"]
+    assert shed(removed, ()) is removed
+
+
+def test_a_partial_body_is_not_shed_again() -> None:
+    from modelgate.protocols.body import shed
 
     client = ChatCodec().read_typed(RAW, {})[0]
-    forget_bytes(client)
-    assert client.raw is RAW and forward(client, {"model": "gpt-x"}) is RAW
+    assert shed(client, ()) is client and client.raw is RAW

@@ -158,9 +158,9 @@ async def test_coding_agent_long_tool_loop_streamed_to_a_chat_upstream(gateway, 
 
 async def test_a_converted_call_failing_over_to_the_clients_own_protocol_forwards_the_clients_body(
         gateway, openai_upstream, anthropic_upstream):
-    """A converted call lets the client's bytes go once it holds their IR (they were as large as the tree);
-    a failover to an upstream of the client's protocol then gets the body serialised again: the same
-    JSON, every field as the client sent it."""
+    """A converted call lets the client's decoded tree go once its upstream request is built; a failover
+    to an upstream of the client's protocol then gets the client's body decoded again: the same JSON,
+    every field as the client sent it."""
     import httpx
 
     first = await gateway.wire(openai_upstream.base_url, [{"model_id": "claude-haiku-4-5", "upstream_model": "gpt-test"}],
@@ -193,3 +193,36 @@ async def test_a_converted_call_failing_over_to_the_clients_own_protocol_forward
     assert resp.status_code == 200, resp.text
     assert (len(openai_upstream.requests), len(anthropic_upstream.requests)) == (2, 1)
     assert anthropic_upstream.last.json() == sent
+
+
+async def test_while_the_upstream_works_a_converted_call_holds_no_decoded_conversation(gateway, openai_upstream):
+    """Freed after the answer, the tree of a 150 KB conversation has left the CPU's caches and costs
+    several times what it costs freed at once (bench/README.md): the call keeps only the client's bytes."""
+    import gc
+
+    import httpx
+
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    marker = "toolu_marker_7f3a"
+    alive: list[int] = []
+
+    def count_client_blocks() -> None:
+        # Lists of content blocks of the messages protocol's shape (the collector tracks lists, not
+        # dicts of strings); nothing on the chat side has a `tool_use_id`.
+        alive.append(sum(1 for o in gc.get_objects() if type(o) is list and any(
+            type(block) is dict and block.get("tool_use_id") == marker for block in o)))
+
+    openai_upstream.on_request = count_client_blocks
+    sent = orjson.dumps({"model": "gpt-test", "max_tokens": 64, "messages": [  # bytes: the test holds no tree
+        {"role": "user", "content": "look up snow"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": marker, "name": "lookup", "input": {"w": "snow"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": marker, "content": "frozen rain"}]},
+    ]})
+    headers = {"x-api-key": wired.key, "alt-version": "2023-06-01", "content-type": "application/json"}
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        for _ in range(2):  # the first call reads through the typed view, the next ones decode at once
+            resp = await http.post("/alt/v1/messages", content=sent, headers=headers)
+            assert resp.status_code == 200, resp.text
+    assert openai_upstream.last.json()["messages"][-1] == {"role": "tool", "tool_call_id": marker,
+                                                           "content": "frozen rain"}
+    assert alive == [0, 0]

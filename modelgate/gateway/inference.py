@@ -35,10 +35,9 @@ from modelgate.gateway.asgi import (
     send_error,
 )
 from modelgate.protocols.base import ClientCodec, NativeStreamTap, StreamEncoder, bearer_token
-from modelgate.protocols.body import ClientBody, forget_bytes, whole
+from modelgate.protocols.body import ClientBody, shed, whole
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
-    ChatRequest,
     StreamEnd,
     StreamError,
     StreamEvent,
@@ -211,6 +210,7 @@ class InferenceHandler:
             admitted = True
             ctx = CallContext(trace_id, key, app, model, stream, self.rt.executor.deadline(app.timeout_seconds))
             call = _Call(self, codec, body, model, ctx, codec.upstream_headers(headers))
+            del body  # the call's own from here: a conversion lets its tree go before the upstream answers
             open_stream, complete = call.open_stream, call.complete
             if tracer is not None:
                 open_stream, complete = tracer.wrap(open_stream, attempts), tracer.wrap(complete, attempts)
@@ -348,7 +348,7 @@ class InferenceHandler:
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "clock", "_ir")
+    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "clock")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
@@ -359,14 +359,6 @@ class _Call:
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
         self.clock = handler.rt.executor.clock  # the call's deadlines and stream gaps are on it
-        self._ir: ChatRequest | None = None
-
-    def ir(self) -> ChatRequest:
-        if self._ir is None:
-            body = whole(self.body)
-            self._ir = self.codec.to_ir(body)
-            forget_bytes(body)
-        return self._ir
 
     def _request(self, route: Route, endpoint: Endpoint) -> tuple[Any, UpstreamRequest, bool]:
         adapter: Any = get_kind(route.provider_kind).adapter_for(self.codec.native_wire)
@@ -375,12 +367,16 @@ class _Call:
             req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream,
                                                self.client_headers)
         else:
-            ir = self.ir()
+            body = whole(self.body)
+            ir = self.codec.to_ir(body)
             if not getattr(adapter, "positional_system", False):
                 ir = ir.with_system_hoisted()
             if "reasoning" in route.capabilities:
                 ir = dataclasses.replace(ir, reasoning_model=True)
             req = adapter.build_request(ir, route.upstream_model, endpoint)
+            # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
+            # attempt decodes the bytes again.
+            self.body = shed(body, self.codec.answer_fields)
         return adapter, req, native
 
     def _timeout(self) -> float:
@@ -397,7 +393,7 @@ class _Call:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
-            return self.codec.encode_response(resp_ir, self.model, whole(self.body)), resp_ir.usage
+            return self.codec.encode_response(resp_ir, self.model, self.body), resp_ir.usage
         parsed = read_native_answer(adapter, data, resp_headers, endpoint)
         if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
             data = set_model(data, model_field(self.model), 1)
@@ -424,7 +420,7 @@ class _Call:
                     handle = StreamHandle(resp, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
                 else:
                     handle = StreamHandle(resp, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
-                                          encoder=self.codec.stream_encoder(self.model, whole(self.body)))
+                                          encoder=self.codec.stream_encoder(self.model, self.body))
                 while not handle.first:
                     chunk = await resp.content.readany()
                     if chunk:

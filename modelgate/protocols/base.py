@@ -56,6 +56,9 @@ class NativeStreamTap(Protocol):
 
 class ClientCodec(Protocol):
     protocol: ClientProtocol
+    # The request's top-level fields `encode_response` and `stream_encoder` read besides its scalars:
+    # all that a converted call keeps decoded while its upstream works (protocols/body.shed).
+    answer_fields: frozenset[str]
     native_wire: str
 
     def api_key(self, headers: Headers) -> bytes | None:

@@ -18,13 +18,16 @@ fields (the conversation, the tools) hold `NOT_DECODED`, since pass-through only
 them. `whole` decodes the rest on the first need (conversion). A partial body is never
 edited (only a rewritten body is, which the typed views leave to the codec's own path).
 
-A converted call lets a whole body's bytes go once it has their IR (`forget_bytes`): it then holds
-the tree and the IR, and the bytes would only serve a failover to an upstream of the client's own
-protocol, which gets the tree serialised instead.
+A converted call lets a whole body's tree go once it has built its upstream request (`shed`): while
+the upstream works it holds the bytes and the few fields the codec's answer reads, and `whole`
+decodes the bytes again for a retry or a failover. Freed at once, the tree is still in the CPU's
+caches; freed after the upstream's answer, a 150 KB agent conversation's tree and IR cost 0.24 ms
+instead of 0.04 (measured, bench/README.md), about a third of the conversion's CPU.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Mapping
 
 import msgspec
@@ -62,17 +65,26 @@ def whole(body: Mapping[str, Any]) -> Any:
         return body
     if body._whole is None:
         raw = body.raw
-        assert raw is not None, "a partial body keeps its bytes (forget_bytes leaves them)"
+        assert raw is not None, "a partial body keeps its bytes"
         body._whole = ClientBody(orjson.loads(raw), raw)
     return body._whole
 
 
-def forget_bytes(body: Mapping[str, Any]) -> None:
-    """Let the client's bytes of a whole body go: a converted call holds its decoded tree and its IR, and
-    the bytes (as large again) would only serve a failover to an upstream of the client's own protocol,
-    which then gets the tree serialised."""
-    if isinstance(body, ClientBody) and not body.partial:
-        body.raw = None
+_SCALARS = (str, bool, int, float, type(None))
+
+
+def shed(body: Mapping[str, Any], keep: Collection[str]) -> Mapping[str, Any]:
+    """A partial body of a whole one: its bytes, its top-level scalars (model, stream, ...) and the
+    `keep` fields decoded, the rest NOT_DECODED. `body` itself when it is partial or has no bytes, or
+    when validate rewrote one of its fields: its bytes no longer say what it holds."""
+    if not isinstance(body, ClientBody) or body.partial or body.raw is None:
+        return body
+    received = body.received
+    if len(body) != len(received) or any(received.get(name, _MISSING) is not value for name, value in body.items()):
+        return body
+    fields = {name: value if name in keep or type(value) in _SCALARS else NOT_DECODED
+              for name, value in received.items()}
+    return ClientBody(fields, body.raw, partial=True)
 
 
 def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:

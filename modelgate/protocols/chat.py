@@ -235,6 +235,7 @@ def completion_id(upstream_id: str) -> str:
 class ChatCodec:
     protocol = ClientProtocol.CHAT
     native_wire = "openai-chat"
+    answer_fields = frozenset({"stream_options"})
 
     def api_key(self, headers: Headers) -> bytes | None:
         return bearer_token(headers)

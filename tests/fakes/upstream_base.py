@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import aiohttp
 import orjson
@@ -47,6 +47,7 @@ class FakeUpstream:
         self.requests: list[Recorded] = []
         self._failures: deque[Failure] = deque()
         self.cut_stream = False  # next streams stop before their proper end
+        self.on_request: Callable[[], None] | None = None  # runs while the gateway awaits the answer
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -89,6 +90,8 @@ class FakeUpstream:
             Recorded(request.method, request.path, dict(request.query),
                      {k.lower(): v for k, v in request.headers.items()}, body)
         )
+        if self.on_request is not None:
+            self.on_request()
         if self._failures:
             f = self._failures.popleft()
             return web.Response(status=f.status, body=f.body, headers=f.headers, content_type=f.content_type)

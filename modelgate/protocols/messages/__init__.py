@@ -46,6 +46,7 @@ __all__ = [
 class MessagesCodec:
     protocol = ClientProtocol.MESSAGES
     native_wire = NATIVE_WIRE
+    answer_fields: frozenset[str] = frozenset()
 
     def api_key(self, headers: Headers) -> bytes | None:
         # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.

@@ -16,7 +16,7 @@ from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
-from modelgate.protocols.responses.encode import encode_response, usage_from_vendor
+from modelgate.protocols.responses.encode import ECHOED_FIELDS, encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
 
 NATIVE_WIRE = "openai-responses"
@@ -25,6 +25,7 @@ NATIVE_WIRE = "openai-responses"
 class ResponsesCodec:
     protocol = ClientProtocol.RESPONSES
     native_wire = NATIVE_WIRE
+    answer_fields = ECHOED_FIELDS
 
     def api_key(self, headers: Headers) -> bytes | None:
         return bearer_token(headers)

@@ -105,6 +105,11 @@ def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
     return items
 
 
+# Every request field the skeleton reads (ResponsesCodec.answer_fields).
+ECHOED_FIELDS = frozenset({"instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "prompt_cache_key",
+                           "reasoning", "temperature", "text", "tool_choice", "tools", "top_p", "user"})
+
+
 class ResponseSkeleton:
     """The request's settings a response object echoes, as the vendor's objects do."""
 
