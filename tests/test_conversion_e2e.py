@@ -197,7 +197,7 @@ async def test_a_converted_call_failing_over_to_the_clients_own_protocol_forward
 
 async def test_while_the_upstream_works_a_converted_call_holds_no_decoded_conversation(gateway, openai_upstream):
     """Freed after the answer, the tree of a 150 KB conversation has left the CPU's caches and costs
-    several times what it costs freed at once (bench/README.md): the call keeps only the client's bytes."""
+    several times what it costs freed at once (docs/decisions.md): the call keeps only the client's bytes."""
     import gc
 
     import httpx
