@@ -348,13 +348,14 @@ class InferenceHandler:
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "model", "ctx", "client_headers", "clock")
+    __slots__ = ("h", "codec", "body", "answer", "model", "ctx", "client_headers", "clock")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
         self.h = handler
         self.codec = codec
         self.body = body
+        self.answer: dict[str, Any] = {}  # what of the request a converted answer reads (codec.answer_context)
         self.model = model
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
@@ -376,7 +377,8 @@ class _Call:
             req = adapter.build_request(ir, route.upstream_model, endpoint)
             # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
             # attempt decodes the bytes again.
-            self.body = shed(body, self.codec.answer_fields)
+            self.answer = self.codec.answer_context(body)
+            self.body = shed(body)
         return adapter, req, native
 
     def _timeout(self) -> float:
@@ -393,7 +395,7 @@ class _Call:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
-            return self.codec.encode_response(resp_ir, self.model, self.body), resp_ir.usage
+            return self.codec.encode_response(resp_ir, self.model, self.answer), resp_ir.usage
         parsed = read_native_answer(adapter, data, resp_headers, endpoint)
         if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
             data = set_model(data, model_field(self.model), 1)
@@ -420,7 +422,7 @@ class _Call:
                     handle = StreamHandle(resp, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
                 else:
                     handle = StreamHandle(resp, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
-                                          encoder=self.codec.stream_encoder(self.model, self.body))
+                                          encoder=self.codec.stream_encoder(self.model, self.answer))
                 while not handle.first:
                     chunk = await resp.content.readany()
                     if chunk:

@@ -56,9 +56,6 @@ class NativeStreamTap(Protocol):
 
 class ClientCodec(Protocol):
     protocol: ClientProtocol
-    # The request's top-level fields `encode_response` and `stream_encoder` read besides its scalars:
-    # all that a converted call keeps decoded while its upstream works (protocols/body.shed).
-    answer_fields: frozenset[str]
     native_wire: str
 
     def api_key(self, headers: Headers) -> bytes | None:
@@ -95,13 +92,18 @@ class ClientCodec(Protocol):
         """Decode a validated body; raises errors.invalid_request for what cannot be converted."""
         ...
 
+    def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What of a decoded request `encode_response` and `stream_encoder` read (settings some protocols
+        echo, stream options): all a converted call keeps of it, besides its bytes, while its upstream works."""
+        ...
+
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:
         """The non-streamed client body for an IR response; `model` is what the client asked for,
-        `body` the client request (settings some protocols echo)."""
+        `body` the request's `answer_context`."""
         ...
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> StreamEncoder:
-        """An encoder for one response; `body` is the client request (stream options)."""
+        """An encoder for one response; `body` is the request's `answer_context`."""
         ...
 
     def keepalive(self) -> bytes:

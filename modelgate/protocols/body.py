@@ -19,7 +19,7 @@ them. `whole` decodes the rest on the first need (conversion). A partial body is
 edited (only a rewritten body is, which the typed views leave to the codec's own path).
 
 A converted call lets a whole body's tree go once it has built its upstream request (`shed`): while
-the upstream works it holds the bytes and the few fields the codec's answer reads, and `whole`
+the upstream works it holds the bytes and what the codec's answer reads (`answer_context`), and `whole`
 decodes the bytes again for a retry or a failover. Freed at once, the tree is still in the CPU's
 caches; freed after the upstream's answer, a 150 KB agent conversation's tree and IR took 0.24 ms
 instead of 0.035, about a quarter of the conversion's CPU (docs/decisions.md, "Pass-through body").
@@ -27,7 +27,6 @@ instead of 0.035, about a quarter of the conversion's CPU (docs/decisions.md, "P
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any, Mapping
 
 import msgspec
@@ -73,17 +72,16 @@ def whole(body: Mapping[str, Any]) -> Any:
 _SCALARS = (str, bool, int, float, type(None))
 
 
-def shed(body: Mapping[str, Any], keep: Collection[str]) -> Mapping[str, Any]:
-    """A partial body of a whole one: its bytes, its top-level scalars (model, stream, ...) and the
-    `keep` fields decoded, the rest NOT_DECODED. `body` itself when it is partial or has no bytes, or
-    when validate rewrote one of its fields: its bytes no longer say what it holds."""
+def shed(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A partial body of a whole one: its bytes and its top-level scalars (model, stream, ...), the
+    rest NOT_DECODED. `body` itself when it is partial or has no bytes, or when validate rewrote one
+    of its fields: its bytes no longer say what it holds."""
     if not isinstance(body, ClientBody) or body.partial or body.raw is None:
         return body
     received = body.received
     if len(body) != len(received) or any(received.get(name, _MISSING) is not value for name, value in body.items()):
         return body
-    fields = {name: value if name in keep or type(value) in _SCALARS else NOT_DECODED
-              for name, value in received.items()}
+    fields = {name: value if type(value) in _SCALARS else NOT_DECODED for name, value in received.items()}
     return ClientBody(fields, body.raw, partial=True)
 
 

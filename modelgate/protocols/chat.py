@@ -235,7 +235,6 @@ def completion_id(upstream_id: str) -> str:
 class ChatCodec:
     protocol = ClientProtocol.CHAT
     native_wire = "openai-chat"
-    answer_fields = frozenset({"stream_options"})
 
     def api_key(self, headers: Headers) -> bytes | None:
         return bearer_token(headers)
@@ -393,6 +392,9 @@ class ChatCodec:
                 "usage": usage_to_openai(resp.usage),
             }
         )
+
+    def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {"stream_options": body.get("stream_options")}
 
     def stream_encoder(self, model: str, body: dict[str, Any]) -> "ChatStreamEncoder":
         options = body.get("stream_options") or {}

@@ -46,7 +46,6 @@ __all__ = [
 class MessagesCodec:
     protocol = ClientProtocol.MESSAGES
     native_wire = NATIVE_WIRE
-    answer_fields: frozenset[str] = frozenset()
 
     def api_key(self, headers: Headers) -> bytes | None:
         # x-api-key per the spec; the vendor's current SDK sends its key as a Bearer token.
@@ -69,6 +68,9 @@ class MessagesCodec:
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
+
+    def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return {}  # a message echoes nothing of the request
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:
         return encode_response(resp, model)

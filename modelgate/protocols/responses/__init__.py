@@ -7,7 +7,7 @@ body are the chat protocol's. See docs/conversion.md for the mapping.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
@@ -16,7 +16,7 @@ from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
-from modelgate.protocols.responses.encode import ECHOED_FIELDS, encode_response, usage_from_vendor
+from modelgate.protocols.responses.encode import echoed, encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
 
 NATIVE_WIRE = "openai-responses"
@@ -25,7 +25,6 @@ NATIVE_WIRE = "openai-responses"
 class ResponsesCodec:
     protocol = ClientProtocol.RESPONSES
     native_wire = NATIVE_WIRE
-    answer_fields = ECHOED_FIELDS
 
     def api_key(self, headers: Headers) -> bytes | None:
         return bearer_token(headers)
@@ -47,6 +46,9 @@ class ResponsesCodec:
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return decode.to_ir(body)
+
+    def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        return echoed(body)
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:
         return orjson.dumps(encode_response(resp, model, body))

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import Any, Mapping
+
+import orjson
 
 from modelgate.errors import ErrorType
 from modelgate.protocols.ir import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCall, Usage
@@ -105,9 +107,17 @@ def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
     return items
 
 
-# Every request field the skeleton reads (ResponsesCodec.answer_fields).
-ECHOED_FIELDS = frozenset({"instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "prompt_cache_key",
-                           "reasoning", "temperature", "text", "tool_choice", "tools", "top_p", "user"})
+_ECHOED = ("instructions", "max_output_tokens", "metadata", "parallel_tool_calls", "prompt_cache_key", "reasoning",
+            "temperature", "text", "tool_choice", "tools", "top_p", "user")
+
+
+def echoed(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The request fields a response object echoes (ResponseSkeleton reads no others). The tool
+    definitions, often the larger part, are kept serialised: their tree goes with the request's."""
+    fields = {name: body[name] for name in _ECHOED if name in body}
+    if fields.get("tools"):
+        fields["tools"] = orjson.Fragment(orjson.dumps(fields["tools"]))
+    return fields
 
 
 class ResponseSkeleton:
