@@ -226,3 +226,26 @@ async def test_while_the_upstream_works_a_converted_call_holds_no_decoded_conver
     assert openai_upstream.last.json()["messages"][-1] == {"role": "tool", "tool_call_id": marker,
                                                            "content": "frozen rain"}
     assert alive == [0, 0]
+
+
+async def test_while_the_upstream_works_a_pass_through_call_holds_no_decoded_conversation(gateway, openai_upstream):
+    """The same for a body the typed view leaves to the codec's own path (a field it does not know):
+    it is decoded whole, and forwarded as the client's bytes."""
+    import gc
+
+    import httpx
+
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    marker = "text marker 51c0"
+    alive: list[int] = []
+    openai_upstream.on_request = lambda: alive.append(sum(1 for o in gc.get_objects() if type(o) is list and any(
+        type(part) is dict and part.get("text") == marker for part in o)))
+    sent = orjson.dumps({"model": "gpt-test", "x_vendor_option": {"a": [1]},
+                         "messages": [{"role": "user", "content": [{"type": "text", "text": marker}]}]})
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        for _ in range(2):
+            resp = await http.post("/v1/chat/completions", content=sent,
+                                   headers={"authorization": f"Bearer {wired.key}", "content-type": "application/json"})
+            assert resp.status_code == 200, resp.text
+    assert openai_upstream.last.body == sent
+    assert alive == [0, 0]

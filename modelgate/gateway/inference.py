@@ -367,6 +367,7 @@ class _Call:
         if native:
             req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream,
                                                self.client_headers)
+            self.body = shed(self.body)  # a body the typed view left to validate: its tree goes now too
         else:
             body = whole(self.body)
             ir = self.codec.to_ir(body)
