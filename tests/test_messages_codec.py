@@ -579,3 +579,23 @@ def test_system_entries_under_the_beta_decode_in_place_and_hoist_for_other_wires
     hoisted = ir.with_system_hoisted()
     assert hoisted.system == ["top", "note"] and [m.role for m in hoisted.messages] == ["user", "user"]
     assert ir.system == ["top"]  # the original is left as it was
+
+
+PDF = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
+
+
+@pytest.mark.parametrize(("messages", "where"), [
+    ([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"},
+      {"role": "user", "content": [{"type": "text", "text": "read"}, PDF]}], "messages.2.content.1"),
+    ([{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+      {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                     "content": [{"type": "text", "text": "x"}, PDF]}]}], "messages.2.content.0.content.1"),
+])
+def test_a_pdf_for_another_protocol_is_refused_with_its_place(messages, where):
+    # Chat completions has no form for it: the client learns which block to change.
+    with pytest.raises(GatewayError) as info:
+        codec.to_ir(body(messages=messages))
+    assert info.value.status == 400
+    assert info.value.message == (f"{where}: document blocks other than plain text need a model served over "
+                                  "the messages protocol")

@@ -39,6 +39,8 @@ _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json
 
 
 def _text_of(parts: list[Any]) -> str:
+    if len(parts) == 1:  # most turns: one block, no generator to run
+        return parts[0].text if isinstance(parts[0], TextPart) else ""
     return "".join(p.text for p in parts if isinstance(p, TextPart))
 
 

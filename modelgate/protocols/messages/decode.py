@@ -91,20 +91,21 @@ def _document_part(block: dict[str, Any], where: str) -> TextPart:
     raise errors.invalid_request(f"{where}: document blocks other than plain text need a model served over the messages protocol")
 
 
-def _result_content(content: Any, where: str) -> list[TextPart | ImagePart]:
+def _result_content(content: Any, i: int, j: int) -> list[TextPart | ImagePart]:
+    """The parts of the tool result at messages.{i}.content.{j}."""
     if content is None:
         return []
     if isinstance(content, str):
         return [TextPart(content)]
     parts: list[TextPart | ImagePart] = []
-    for j, block in enumerate(content):
+    for k, block in enumerate(content):
         kind = block["type"]
         if kind == "text":
             parts.append(TextPart(block["text"], cache_mark(block)))
         elif kind == "image":
             parts.append(_image_part(block))
         elif kind == "document":
-            parts.append(_document_part(block, f"{where}.{j}"))
+            parts.append(_document_part(block, f"messages.{i}.content.{j}.content.{k}"))
     return parts
 
 
@@ -117,40 +118,35 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
     if isinstance(content, str):
         # An empty string is only valid as a final assistant prefill, which adds nothing.
         return [Message(role, [TextPart(content)])] if content else []
+    # Runs of tool results become one IR `tool` turn, other blocks one `user`/`assistant` turn,
+    # in the order the client gave them.
     out: list[Message] = []
-
-    def add(msg_role: str, part: Part) -> None:
-        # Runs of tool results become one IR `tool` turn, other blocks one
-        # `user`/`assistant` turn, in the order the client gave them.
-        if out and out[-1].role == msg_role:
+    for j, block in enumerate(content):
+        kind = block["type"]
+        turn = role
+        part: Part
+        if kind == "text":
+            part = TextPart(block["text"], cache_mark(block))
+        elif kind == "tool_use":
+            part = ToolCall(block["id"], block["name"], orjson.dumps(block["input"]).decode(), cache_mark(block))
+        elif kind == "tool_result":
+            turn = "tool"
+            part = ToolResult(block["tool_use_id"], _result_content(block.get("content"), i, j),
+                              bool(block.get("is_error", False)), cache_mark(block))
+        elif kind == "thinking":
+            part = ThinkingPart(block["thinking"], block.get("signature"))
+        elif kind == "redacted_thinking":
+            part = ThinkingPart("", redacted=block["data"])
+        elif kind == "image":
+            part = _image_part(block)
+        elif kind == "document":
+            part = _document_part(block, f"messages.{i}.content.{j}")
+        else:
+            continue  # server-tool blocks have no IR form: dropped
+        if out and out[-1].role == turn:
             out[-1].parts.append(part)
         else:
-            out.append(Message(msg_role, [part]))  # type: ignore[arg-type]
-
-    for j, block in enumerate(content):
-        where = f"messages.{i}.content.{j}"
-        kind = block["type"]
-        if kind == "text":
-            add(role, TextPart(block["text"], cache_mark(block)))
-        elif kind == "image":
-            add(role, _image_part(block))
-        elif kind == "document":
-            add(role, _document_part(block, where))
-        elif kind == "tool_use":
-            add(role, ToolCall(block["id"], block["name"], orjson.dumps(block["input"]).decode(), cache_mark(block)))
-        elif kind == "tool_result":
-            result = ToolResult(
-                block["tool_use_id"],
-                _result_content(block.get("content"), f"{where}.content"),
-                bool(block.get("is_error", False)),
-                cache_mark(block),
-            )
-            add("tool", result)
-        elif kind == "thinking":
-            add(role, ThinkingPart(block["thinking"], block.get("signature")))
-        elif kind == "redacted_thinking":
-            add(role, ThinkingPart("", redacted=block["data"]))
-        # Server-tool blocks have no IR form: dropped.
+            out.append(Message(turn, [part]))  # type: ignore[arg-type]
     return out
 
 
