@@ -390,3 +390,16 @@ async def test_breaker_and_lifecycle_probe_count_responses_calls(gw, openai_upst
     with pytest.raises(openai.APIStatusError) as caught:
         await api.responses.create(model="gpt-test", input="hi")
     assert caught.value.status_code == 503 and caught.value.response.headers["retry-after"] == "30"
+
+
+async def test_a_converted_response_echoes_the_tools_as_sent_streamed_or_not(gateway, openai_upstream):
+    # The call keeps them serialised while the upstream works (protocols/responses/encode.echoed).
+    wired = await wire_chat(gateway, openai_upstream)
+    sdk = client(gateway, wired.key)
+    resp = await sdk.responses.create(model="gpt-test", input="hi", tools=[LOOKUP], metadata={"k": "v"})
+    async with sdk.responses.stream(model="gpt-test", input="hi", tools=[LOOKUP]) as stream:
+        created = [e async for e in stream if e.type == "response.created"]
+        final = await stream.get_final_response()
+    for echoed in (resp, created[0].response, final):
+        assert [tool.model_dump(exclude_none=True) for tool in echoed.tools] == [LOOKUP]
+    assert resp.metadata == {"k": "v"}
