@@ -288,3 +288,24 @@ async def test_model_not_found_three_times_deprecates_the_instance(gw, openai_up
             await client.chat.completions.create(model="old-model", messages=MESSAGES)
     assert len(await events(gw, "MODEL_DEPRECATED")) == 2
     assert (await gw.services.models.get(instance.id)).state == "DEPRECATED"
+
+
+async def test_a_converted_call_is_retried_with_the_same_upstream_body(gw, openai_upstream):
+    # The first attempt let the decoded request go; the retry decodes the client's bytes again.
+    import httpx
+    import orjson
+
+    wired = await gw.wire(openai_upstream.base_url, ["gpt-test"])
+    openai_upstream.fail_next(500, SERVER_ERROR)
+    sent = {"model": "gpt-test", "max_tokens": 64, "system": "be brief", "messages": [
+        {"role": "user", "content": "look up snow"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"w": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "frozen rain"}]}]}
+    async with httpx.AsyncClient(base_url=gw.url) as http:
+        resp = await http.post("/alt/v1/messages", content=orjson.dumps(sent), headers={
+            "x-api-key": wired.key, "alt-version": "2023-06-01", "content-type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["type"] == "message" and gw.clock.sleeps == [1.0]
+    first, second = openai_upstream.requests
+    assert second.json() == first.json()
+    assert first.json()["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": "frozen rain"}
