@@ -17,7 +17,8 @@
   (even when the connections are spread evenly);
 - peak RSS per worker after the large bodies, call-log rows against upstream calls, errors.
 
-Writes bench/results/agent-<date>.json and bench/results/agent-latest.md (`-quick` variants for --quick).
+Writes bench/results/agent-<date>T<HHMM>-<cores>core.json and bench/results/agent-latest-<cores>core.md
+(`-quick` variants for --quick).
 """
 
 from __future__ import annotations

@@ -24,9 +24,12 @@ REFERENCE = {
 
 
 def write(results: dict[str, Any], out_dir: Path, quick: bool) -> tuple[Path, Path]:
+    """agent-<date>T<HHMM>-<cores>core.json and agent-latest-<cores>core.md: a run never overwrites
+    another one's figures, nor the latest table of a machine of another size."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "-quick" if quick else ""
-    json_path = out_dir / f"agent-{results['date'][:10]}{suffix}.json"
+    suffix = f"-{results['machine']['cores']}core" + ("-quick" if quick else "")
+    stamp = results["date"][:16].replace(":", "")  # 2026-11-24T0111
+    json_path = out_dir / f"agent-{stamp}{suffix}.json"
     json_path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     md_path = out_dir / f"agent-latest{suffix}.md"
     md_path.write_text(markdown(results))

@@ -195,3 +195,26 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
     assert "| 150 KB agent, conversion responses→chat CPU/req ≤ 2× bare | " in table
     assert "| 150 KB agent, pass-through with a renamed model: CPU/req vs the same model id | " in table
     assert f"| lost call-log rows, errors (every run) | 0 of {stop['upstream_calls']} calls; 0 errors | yes |" in table
+
+
+def test_agent_report_files_never_overwrite_another_run_or_machine_size(tmp_path: Path) -> None:
+    # A 2-core run once replaced the 16-core run's table the README links to.
+    from bench import agent_report
+
+    layout = {"upstream": "0", "load": "1", "target": "0", "workers": None}
+
+    def run(date: str, cores: int) -> tuple[Path, Path]:
+        return agent_report.write({"date": date, "command": "c", "machine": {
+            "cpu": "cpu", "cores": cores, "memory_gb": 1.0, "kernel": "k", "python": "3", "wrk": "wrk"},
+            "plan": {"quick": False, "rounds": 1, "duration_s": 1, "stream_seconds": 1, "connections": 4,
+                     "long_chunks": 20, "gap_ms": 1.0, "layout": layout}}, tmp_path, False)
+
+    first = run("2026-11-24T00:49:12+00:00", 2)
+    second = run("2026-11-24T01:11:55+00:00", 2)
+    large = run("2026-11-24T01:11:55+00:00", 16)
+    assert [p.name for p in (*first, *second, *large)] == [
+        "agent-2026-11-24T0049-2core.json", "agent-latest-2core.md",
+        "agent-2026-11-24T0111-2core.json", "agent-latest-2core.md",
+        "agent-2026-11-24T0111-16core.json", "agent-latest-16core.md"]
+    assert all(p.exists() for p in (first[0], second[0], large[0]))
+    assert "2026-11-24T01:11:55" in second[1].read_text() and "16 cores" in large[1].read_text()
