@@ -76,10 +76,10 @@ def sanitise(call: CallRecord) -> CallRecord:
     ip = call.client_ip
     if ip is not None and (len(ip) > 64 or not ip.isprintable()):
         call.client_ip = shown(ip, 64)
-    for field in TOKEN_FIELDS:
-        tokens = getattr(call, field)
+    for name in TOKEN_FIELDS:
+        tokens = getattr(call, name)
         if type(tokens) is not int or not 0 <= tokens <= INT32_MAX:
-            setattr(call, field, _count(tokens))
+            setattr(call, name, _count(tokens))
     return call
 
 
