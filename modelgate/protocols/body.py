@@ -79,7 +79,7 @@ def shed(body: Mapping[str, Any]) -> Mapping[str, Any]:
     if not isinstance(body, ClientBody) or body.partial or body.raw is None:
         return body
     received = body.received
-    if len(body) != len(received) or any(received.get(name, _MISSING) is not value for name, value in body.items()):
+    if len(body) != len(received) or len(_kept(body, body)) != len(received):
         return body
     fields = {name: value if type(value) in _SCALARS else NOT_DECODED for name, value in received.items()}
     return ClientBody(fields, body.raw, partial=True)
@@ -90,13 +90,18 @@ def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
     forwarded = {**body, **changes}
     if not isinstance(body, ClientBody) or body.raw is None:
         return orjson.dumps(forwarded)
-    kept = {name for name, old in body.received.items()
-            if (value := forwarded.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)}
+    kept = _kept(body, forwarded)
     if len(kept) == len(body.received):
         spliced = _splice(body.raw, {name: value for name, value in forwarded.items() if name not in kept})
         if spliced is not None:
             return spliced
     return _rebuilt(body.raw, forwarded, kept)
+
+
+def _kept(body: ClientBody, values: Mapping[str, Any]) -> set[str]:
+    """The top-level fields received whose value in `values` is still the one received."""
+    return {name for name, old in body.received.items()
+            if (value := values.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)}
 
 
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode  # the top-level values as sent
