@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from modelgate import errors
+from modelgate import errors, logs
 from modelgate.auth.client_ip import forwarded_address
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.gateway import metrics
@@ -232,7 +232,7 @@ class InferenceHandler:
             record.status, record.error_code = err.status, err.code
             if ctx is not None:
                 _note_route(record, ctx)
-            log.info("call refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
+            logs.info(log, "call refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
             self._record(record, started)
             recorded = True
             await send_error(send, err, trace_id, codec.validation_body)
@@ -240,7 +240,7 @@ class InferenceHandler:
             record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
             if ctx is not None:
                 _note_route(record, ctx)
-            log.info("client disconnected trace_id=%s; call cancelled", trace_id)
+            logs.info(log, "client disconnected trace_id=%s; call cancelled", trace_id)
         except Exception:
             log.exception("internal error trace_id=%s", trace_id)
             record.error_code = "INTERNAL_ERROR"
@@ -258,8 +258,8 @@ class InferenceHandler:
             if tracer is not None:
                 tracer.finish(record, started_ns, attempts)
             if record.status == 200:
-                log.info(
-                    "call trace_id=%s key=%s model=%s channel=%s status=%s tokens=%s/%s latency_ms=%.1f",
+                logs.info(
+                    log, "call trace_id=%s key=%s model=%s channel=%s status=%s tokens=%s/%s latency_ms=%.1f",
                     trace_id, record.api_key_id, record.model, record.channel_id, record.status,
                     record.prompt_tokens, record.completion_tokens, record.latency_ms,
                 )
@@ -323,7 +323,7 @@ class InferenceHandler:
             reason = watch.reason if watch is not None else None
             if reason == "disconnected":
                 record.status, record.error_code = 499, "CLIENT_DISCONNECTED"
-                log.info("client disconnected trace_id=%s; upstream call cancelled", trace_id)
+                logs.info(log, "client disconnected trace_id=%s; upstream call cancelled", trace_id)
             elif reason == "stalled":
                 failure = UpstreamError(ErrorType.TIMEOUT_ERROR,
                                         f"Upstream sent no complete event for {watch.gap_limit:g} s")  # type: ignore[union-attr]

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs
 
 import orjson
 
-from modelgate import errors
+from modelgate import errors, logs
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.gateway import token_estimate
 from modelgate.gateway.asgi import Receive, Scope, Send, read_body, request_headers, send_bytes, send_error
@@ -65,7 +65,7 @@ class MessagesExtras:
             ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(app.timeout_seconds))
             count, source = await self._count(ctx, routes, body, messages.vendor_headers(headers))
         except GatewayError as err:
-            log.info("count refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
+            logs.info(log, "count refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
             await send_error(send, err, trace_id, _CODEC.validation_body)
             return
         await send_bytes(send, 200, orjson.dumps({"input_tokens": count}), trace_id,
