@@ -427,7 +427,7 @@ class _Call:
                 while not handle.first:
                     chunk = await resp.content.readany()
                     if chunk:
-                        handle.first = self._translate(handle, chunk, first=True)
+                        handle.first = self._translate(handle, chunk, self.clock.monotonic(), first=True)
                         continue
                     handle.first = self._finish(handle, first=True)
                     if not handle.first or handle.failure is not None:
@@ -445,12 +445,13 @@ class _Call:
                 raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
             raise
 
-    def _translate(self, handle: StreamHandle, chunk: bytes, first: bool = False) -> bytes:
+    def _translate(self, handle: StreamHandle, chunk: bytes, now: float, first: bool = False) -> bytes:
+        """The client's bytes for an upstream chunk read at `now` (the call's clock)."""
         tap = handle.tap
         if tap is None:
             events = handle.decoder.feed(chunk)  # type: ignore[union-attr]
             if events:
-                handle.last_data = self.clock.monotonic()
+                handle.last_data = now
             return self._encode(handle, events, first)
         try:
             out = tap.filter(chunk)
@@ -460,7 +461,7 @@ class _Call:
             raise unreadable("stream event", exc) from None
         if tap.events != handle.events:
             handle.events = tap.events
-            handle.last_data = self.clock.monotonic()
+            handle.last_data = now
         if tap.usage is not None:
             handle.usage = tap.usage
         if tap.error is not None:
@@ -511,16 +512,18 @@ class _Call:
 
         Keep-alives and the stall limit are the relay's business (InferenceHandler._relay).
         """
-        handle.last_sent = handle.last_data = self.clock.monotonic()
+        clock = self.clock
+        handle.last_sent = handle.last_data = clock.monotonic()
         await send({"type": "http.response.body", "body": handle.first, "more_body": True})
         content = handle.response.content
         failure: UpstreamError | None = None  # raised while reading, not yet told to the client
         try:
             while not handle.ended:
                 chunk = await content.readany()
-                out = self._translate(handle, chunk) if chunk else self._finish(handle)
+                now = clock.monotonic()  # read once a chunk: asyncio.get_running_loop() makes a getpid system call
+                out = self._translate(handle, chunk, now) if chunk else self._finish(handle)
                 if out:
-                    handle.last_sent = self.clock.monotonic()
+                    handle.last_sent = now
                     await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as err:
             failure = err
