@@ -498,6 +498,14 @@ async def test_fault_without_a_backup_answers_the_spec_error(setup: Setup, proto
                         "gemini": "SERVICE_UNAVAILABLE"}[wire_name]
     else:
         assert code == EXPECTED_ALONE[fault.name], body
+    # The message names the limit that ended the last attempt: the body limit of a dripping body; for
+    # a hung upstream the first-event limit of a stream, else the call's own (the last attempt had
+    # less of it left than the 90 s first-byte limit; where both fall at once, the call's is named).
+    message = body["error"]["message"]
+    if fault.name == "drip_body":
+        assert message == f"Upstream did not finish its answer within {BODY:g} s of its first byte"
+    elif fault.name in ("hang_before_headers", "drip"):
+        assert message.startswith("Upstream sent no first event within" if stream else "Upstream did not answer within")
     assert wire.key not in resp.text
     assert (row.status, row.error_code, row.channel_id) == (502, code, wire.primary_channel)
     assert row.attempts == attempts >= 1
