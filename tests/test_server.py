@@ -203,3 +203,36 @@ def test_one_worker_serving_process_loads_no_optional_feature(tmp_path):
                           env=clean_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "LOADED []" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_serve_writes_one_log_line_per_call_with_its_trace_id(tmp_path):
+    """In the serving process, where only the gateway's own handler is configured, the per-call line
+    (logs.info) is written as logging would write it: one JSON object with the call's trace id."""
+    import orjson
+
+    port = free_port()
+    env = clean_env(tmp_path, SERVER_PORT=str(port), LOG_FORMAT="json", LOG_LEVEL="INFO")
+    proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        else:
+            pytest.fail("the gateway did not answer on SERVER_PORT")
+        resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"model": "m", "messages": []},
+                          headers={"Authorization": "Bearer sk-not-a-key"}, timeout=10)
+        assert resp.status_code == 401
+        trace_id = resp.headers["x-trace-id"]
+    finally:
+        proc.terminate()
+        output = proc.communicate(timeout=30)[0]
+    lines = [orjson.loads(line) for line in output.splitlines() if trace_id in line]
+    assert len(lines) == 1, output[-2000:]
+    line = lines[0]
+    assert (line["level"], line["logger"], line["trace_id"]) == ("INFO", "modelgate.gateway", trace_id)
+    assert line["message"] == f"call refused trace_id={trace_id} status=401 code=UNAUTHORIZED: Invalid API key"
