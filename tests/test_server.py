@@ -10,6 +10,7 @@ import time
 import uuid
 
 import httpx
+import orjson
 import pytest
 from openai import AsyncOpenAI
 from sqlalchemy import select
@@ -39,26 +40,30 @@ def test_production_without_encryption_key_refuses_to_start(tmp_path):
     assert "ENCRYPTION_KEY_MISSING" in proc.stderr + proc.stdout
 
 
+def start_serving(env: dict[str, str], port: int) -> subprocess.Popen:
+    """`modelgate serve` once it answers on `port`; its output (stdout and stderr) in a pipe."""
+    proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    deadline = time.monotonic() + 90  # a first start migrates and hashes a password: slow on a loaded machine
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.terminate()
+    proc.communicate(timeout=30)
+    pytest.fail("the gateway did not answer on SERVER_PORT")
+
+
 def test_serve_listens_on_server_port_and_prints_admin_password_once(tmp_path):
     port = free_port()
     env = clean_env(tmp_path, SERVER_PORT=str(port))
     outputs = []
     for _ in range(2):
-        proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
-        try:
-            deadline = time.monotonic() + 90  # a first start migrates and hashes a password: slow on a loaded machine
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            else:
-                pytest.fail("the gateway did not answer on SERVER_PORT")
-        finally:
-            proc.terminate()
-            outputs.append(proc.communicate(timeout=30)[0])
+        proc = start_serving(env, port)
+        proc.terminate()
+        outputs.append(proc.communicate(timeout=30)[0])
     assert "admin / " in outputs[0]
     assert "admin / " not in outputs[1], "the first admin's password is shown on the first start only"
     assert (tmp_path / "data" / "modelgate.db").is_file()
@@ -208,22 +213,10 @@ def test_one_worker_serving_process_loads_no_optional_feature(tmp_path):
 def test_serve_writes_one_log_line_per_call_with_its_trace_id(tmp_path):
     """In the serving process, where only the gateway's own handler is configured, the per-call line
     (logs.info) is written as logging would write it: one JSON object with the call's trace id."""
-    import orjson
-
     port = free_port()
     env = clean_env(tmp_path, SERVER_PORT=str(port), LOG_FORMAT="json", LOG_LEVEL="INFO")
-    proc = subprocess.Popen([*MODELGATE, "serve"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = start_serving(env, port)
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("the gateway did not answer on SERVER_PORT")
         resp = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"model": "m", "messages": []},
                           headers={"Authorization": "Bearer sk-not-a-key"}, timeout=10)
         assert resp.status_code == 401
