@@ -270,7 +270,8 @@ class InferenceHandler:
 
     async def _run_while_connected(self, receive: Receive, ctx: CallContext, routes: list[Route], attempt: Any) -> Any:
         """Run a non-streamed call; the client going away cancels it (ClientDisconnected)."""
-        task = asyncio.current_task()
+        loop = self.rt.loop
+        task = asyncio.current_task(loop)
         gone = False
 
         def on_disconnect(watcher: asyncio.Future[None]) -> None:
@@ -279,7 +280,7 @@ class InferenceHandler:
                 gone = True
                 task.cancel()
 
-        watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        watcher = loop.create_task(_wait_disconnect(receive))
         watcher.add_done_callback(on_disconnect)
         try:
             return await self.rt.executor.run(ctx, routes, attempt)
@@ -313,7 +314,7 @@ class InferenceHandler:
             # once: there is no upstream call left to cancel or to keep alive.
             watch = None if handle.ended else _StreamWatch(
                 handle, receive, send, self.rt.settings.gateway.stream_keepalive_seconds,
-                call.ctx.app.timeout_seconds, call.codec.keepalive(), call.clock)
+                call.ctx.app.timeout_seconds, call.codec.keepalive(), call.clock, self.rt.loop)
             try:
                 failure = await call.pump(handle, send)
             except asyncio.CancelledError:
@@ -520,7 +521,7 @@ class _Call:
         try:
             while not handle.ended:
                 chunk = await content.readany()
-                now = clock.monotonic()  # read once a chunk: asyncio.get_running_loop() makes a getpid system call
+                now = clock.monotonic()  # read once a chunk
                 out = self._translate(handle, chunk, now) if chunk else self._finish(handle)
                 if out:
                     handle.last_sent = now
@@ -553,19 +554,19 @@ class _StreamWatch:
     """
 
     def __init__(self, handle: StreamHandle, receive: Receive, send: Send, keepalive: float,
-                 gap_limit: float, keepalive_bytes: bytes, clock: Clock) -> None:
+                 gap_limit: float, keepalive_bytes: bytes, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
         self.handle = handle
-        self.clock = clock  # the handle's times are on it; SystemClock is the loop's, as the timer's
+        self.clock = clock  # the handle's times are on it; the runtime's clock is the loop's, as the timer's
         self.send = send
         self.keepalive = keepalive
         self.gap_limit = gap_limit
         self.keepalive_bytes = keepalive_bytes
         self.reason: str | None = None  # "disconnected" | "stalled", once the relay was cancelled
-        self._task = asyncio.current_task()
-        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task(loop)
+        self._loop = loop
         self._sending: asyncio.Future[None] | None = None
         self._closed = False
-        self._watcher = asyncio.ensure_future(_wait_disconnect(receive))
+        self._watcher = loop.create_task(_wait_disconnect(receive))
         self._watcher.add_done_callback(self._on_disconnect)
         self._timer = self._loop.call_later(min(keepalive, gap_limit), self._tick)
 
@@ -586,7 +587,7 @@ class _StreamWatch:
             return
         if now - self.handle.last_sent >= self.keepalive and (self._sending is None or self._sending.done()):
             self.handle.last_sent = now
-            self._sending = asyncio.ensure_future(self._send_keepalive())
+            self._sending = self._loop.create_task(self._send_keepalive())
         next_at = min(self.handle.last_sent + self.keepalive, stall_at)
         self._timer = self._loop.call_later(max(next_at - now, 0.001), self._tick)
 

@@ -27,7 +27,7 @@ from modelgate.protocols import sse
 from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.mock import MOCK_UPSTREAM
 from modelgate.providers.registry import get_kind
-from modelgate.routing.events import Clock, EventType, SystemClock
+from modelgate.routing.events import Clock, EventType, LoopClock, SystemClock
 from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
 from modelgate.routing.snapshot import Snapshot
@@ -159,6 +159,7 @@ class Runtime:
 
     async def start(self) -> None:
         settings = self.settings
+        self.loop = asyncio.get_running_loop()  # the calls' loop: read once, not at every use (LoopClock)
         self.box = SecretBox(load_encryption_key(settings))
         self.db = Database.from_settings(settings)
         self.services = Services(self.db, self.box, settings, on_change=self.config_changed)
@@ -172,7 +173,7 @@ class Runtime:
         self.writer_db = Database.from_settings(settings, timeout=settings.usage.db_timeout_seconds)
         self.writer = UsageWriter(self.writer_db, settings)
         self.writer.start()
-        self.executor = Executor(settings, clock=self.clock, sink=metrics.CountingSink(self.writer), deprecate=self)
+        self.executor = Executor(settings, clock=self.clock or LoopClock(self.loop), sink=metrics.CountingSink(self.writer), deprecate=self)
         self.shared_breakers: SharedBreakers | None = None
         self.shared_cooldowns: SharedCooldowns | None = None
         if self.link is not None:  # one gateway across workers and instances
@@ -281,7 +282,7 @@ class Runtime:
         per-attempt connect, first-byte and body limits; transport failures become typed errors."""
         upstream = self.settings.upstream
         first_byte = min(timeout, upstream.response_timeout_seconds or timeout)
-        loop = asyncio.get_running_loop()
+        loop = self.loop
         # One timer for the call's limit and the attempt's current one (first byte, then body), set for
         # whichever comes first: a second, nested asyncio.timeout cost ~5 µs of every call. Where both
         # fall at once, the call's limit is the one reported.
