@@ -146,6 +146,15 @@ class SSEParser:
         return self._framer.pending
 
 
+def single_data(raw: bytes, head: bytes) -> bytes | None:
+    """The data of an event that is exactly `head` (its `event: ` line, if any, and `data: `) and one
+    data line, as bytes; None for any other event. For the events of a stream's bulk, read without an
+    SSEEvent and its strings; a decoder falls back to parse_event where these bytes do not parse."""
+    if raw.startswith(head) and raw.find(b"\n", len(head)) == len(raw) - 2:
+        return raw[len(head):-2]
+    return None
+
+
 def parse_event(raw: bytes) -> SSEEvent | None:
     # Nearly every event of a model stream is one `data: ` line, with or without an `event: ` line
     # before it: read those without the general line loop (the hot path of converted streams).

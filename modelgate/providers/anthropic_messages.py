@@ -312,6 +312,9 @@ def _error_fields(body: bytes) -> tuple[str | None, str]:
 # --- stream ------------------------------------------------------------------------
 
 
+_DELTA_HEAD = b"event: content_block_delta\ndata: "
+
+
 class AnthropicStreamDecoder:
     """Vendor SSE -> IR events. Content block indexes map to IR tool-call indexes."""
 
@@ -328,10 +331,22 @@ class AnthropicStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         out: list[StreamEvent] = []
-        for frame in self._sse.feed(chunk):
+        for raw in self._sse.feed_raw(chunk):
             if self._ended:
                 break
-            self._event(frame.event, frame.data, out)
+            # Nearly every event of a stream is a content_block_delta: read straight from its bytes.
+            data = sse.single_data(raw, _DELTA_HEAD) if self._started else None
+            if data is not None:
+                try:
+                    payload = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    payload = None  # e.g. invalid UTF-8, which SSE reads as U+FFFD: parse_event's way
+                if type(payload) is dict and payload.get("type") == "content_block_delta":
+                    self._block_delta(payload, out)
+                    continue
+            frame = sse.parse_event(raw)
+            if frame is not None:
+                self._event(frame.event, frame.data, out)
         return out
 
     def close(self) -> list[StreamEvent]:

@@ -370,10 +370,22 @@ class OpenAIStreamDecoder:
 
     def feed(self, chunk: bytes) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        for event in self._parser.feed(chunk):
+        for raw in self._parser.feed_raw(chunk):
             if self._ended:
                 break
-            self._on_data(event.data, events)
+            # Nearly every event is one `data: ` line holding a chunk: read straight from its bytes.
+            data = sse.single_data(raw, b"data: ")
+            if data is not None:
+                try:
+                    parsed = orjson.loads(data)
+                except orjson.JSONDecodeError:
+                    parsed = None  # [DONE], or e.g. invalid UTF-8, which SSE reads as U+FFFD: parse_event's way
+                if type(parsed) is dict:
+                    self._on_chunk(parsed, data, events)
+                    continue
+            event = sse.parse_event(raw)
+            if event is not None:
+                self._on_data(event.data, events)
         return events
 
     def _on_data(self, data: str, events: list[StreamEvent]) -> None:
@@ -388,8 +400,12 @@ class OpenAIStreamDecoder:
             return
         if not isinstance(chunk, dict):
             raise sse.unreadable_event()  # every chunk is an object; skipping one would lose its text
+        self._on_chunk(chunk, data.encode(), events)
+
+    def _on_chunk(self, chunk: dict[str, Any], data: bytes, events: list[StreamEvent]) -> None:
+        """One chunk object; `data`: the event's data, for an error's fields."""
         if "error" in chunk:
-            message, _, _ = error_fields(data.encode())
+            message, _, _ = error_fields(data)
             events.append(StreamError(ErrorType.UPSTREAM_ERROR.value, message))
             self._ended = True
             return
