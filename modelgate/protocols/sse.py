@@ -15,6 +15,9 @@ cost seconds of event-loop time. An event (or NDJSON line) larger than
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 
@@ -146,13 +149,20 @@ class SSEParser:
         return self._framer.pending
 
 
-def single_data(raw: bytes, head: bytes) -> bytes | None:
-    """The data of an event that is exactly `head` (its `event: ` line, if any, and `data: `) and one
-    data line, as bytes; None for any other event. For the events of a stream's bulk, read without an
-    SSEEvent and its strings; a decoder falls back to parse_event where these bytes do not parse."""
-    if raw.startswith(head) and raw.find(b"\n", len(head)) == len(raw) - 2:
-        return raw[len(head):-2]
-    return None
+def object_data(raw: bytes, head: bytes) -> tuple[dict[str, Any], bytes] | None:
+    """(the JSON object, its bytes) of an event that is exactly `head` (its `event: ` line, if any, and
+    `data: `) and one data line holding a JSON object; None for any other event, which parse_event reads.
+
+    The bulk of a stream's events is read so, without an SSEEvent and its strings. Data that does not
+    parse as bytes (e.g. invalid UTF-8, which SSE reads as U+FFFD) is left to parse_event too."""
+    if not raw.startswith(head) or raw.find(b"\n", len(head)) != len(raw) - 2:
+        return None
+    data = raw[len(head):-2]
+    try:
+        parsed = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return (parsed, data) if type(parsed) is dict else None
 
 
 def parse_event(raw: bytes) -> SSEEvent | None:

@@ -335,15 +335,10 @@ class AnthropicStreamDecoder:
             if self._ended:
                 break
             # Nearly every event of a stream is a content_block_delta: read straight from its bytes.
-            data = sse.single_data(raw, _DELTA_HEAD) if self._started else None
-            if data is not None:
-                try:
-                    payload = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    payload = None  # e.g. invalid UTF-8, which SSE reads as U+FFFD: parse_event's way
-                if type(payload) is dict and payload.get("type") == "content_block_delta":
-                    self._block_delta(payload, out)
-                    continue
+            bulk = sse.object_data(raw, _DELTA_HEAD) if self._started else None
+            if bulk is not None and bulk[0].get("type") == "content_block_delta":
+                self._block_delta(bulk[0], out)
+                continue
             frame = sse.parse_event(raw)
             if frame is not None:
                 self._event(frame.event, frame.data, out)

@@ -374,15 +374,10 @@ class OpenAIStreamDecoder:
             if self._ended:
                 break
             # Nearly every event is one `data: ` line holding a chunk: read straight from its bytes.
-            data = sse.single_data(raw, b"data: ")
-            if data is not None:
-                try:
-                    parsed = orjson.loads(data)
-                except orjson.JSONDecodeError:
-                    parsed = None  # [DONE], or e.g. invalid UTF-8, which SSE reads as U+FFFD: parse_event's way
-                if type(parsed) is dict:
-                    self._on_chunk(parsed, data, events)
-                    continue
+            bulk = sse.object_data(raw, b"data: ")
+            if bulk is not None:
+                self._on_chunk(*bulk, events)
+                continue
             event = sse.parse_event(raw)
             if event is not None:
                 self._on_data(event.data, events)
