@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 
 import orjson
+import pytest
 
 from modelgate.protocols.body import ClientBody, forward
 from modelgate.protocols.chat import ChatCodec
@@ -24,6 +25,13 @@ def test_added_fields_are_spliced_before_the_closing_brace() -> None:
     out = forward(body(), {"model": "gpt-x", "stream_options": {"include_usage": True}})
     assert out.startswith(RAW.rstrip()[:-1])
     assert orjson.loads(out) == {**orjson.loads(RAW), "stream_options": {"include_usage": True}}
+
+
+@pytest.mark.parametrize("raw", [b"{}", b" { \n} \n", b'{"model": "m"}\t', b'{"model": "m" ,"n": [1]\r\n}'])
+def test_added_fields_make_the_same_object_whatever_the_whitespace_around_the_braces(raw: bytes) -> None:
+    out = forward(ClientBody(orjson.loads(raw), raw), {"added": [1]})
+    assert orjson.loads(out) == {**orjson.loads(raw), "added": [1]}
+    assert out.startswith(raw.rstrip()[:-1].rstrip())  # the client's own bytes up to its closing brace
 
 
 def test_a_renamed_model_is_set_and_the_other_fields_forwarded_as_sent() -> None:
