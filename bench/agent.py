@@ -3,8 +3,8 @@
 `.venv/bin/python -m bench.agent` (add --quick for a smoke run) measures, in one run:
 
 - request/response: 150 KB and 80 KB agent requests (bench/workloads.py) and the small request, through
-  the bare proxy, modelgate pass-through (chat → chat upstream, messages → messages upstream, and chat with a
-  renamed model: the cost of answering with the client's model id), modelgate conversion both ways
+  the bare proxy, modelgate pass-through (chat → chat upstream, messages → messages upstream, each under the model's own
+  id, and chat with a model served under another upstream id: its request and answer renamed), modelgate conversion both ways
   (messages client → chat upstream, chat client → messages upstream) and from the Responses protocol
   (Responses client → chat upstream; the fake upstream has no Responses endpoint for pass-through), and the peer
   gateways that install (TensorZero, Portkey, LiteLLM). Every target runs on the same CPU core at the same
@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                     ("modelgate pass-through messages", mg, msgs(workloads.agent_messages_body(shape, ALT_MODEL))),
                     ("modelgate messages→chat", mg, msgs(mb)),
                     ("modelgate chat→messages", mg, chat(workloads.agent_chat_body(shape, ALT_MODEL))),
-                    # The cost of answering with the client's model id (issue 10): the same pass-through
-                    # with a model the channel serves under another upstream name.
+                    # The cost of a model the channel serves under another upstream name: the request's
+                    # model rewritten, the answer's set back to the client's id (issue 10).
                     ("modelgate pass-through chat, renamed model", mg, chat(workloads.agent_chat_body(
                         shape, RENAMED_MODEL))),
                     ("modelgate responses→chat", mg, responses(workloads.agent_responses_body(shape, MODEL))),

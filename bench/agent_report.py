@@ -129,7 +129,7 @@ def goals(results: dict[str, Any]) -> list[tuple[str, str, str]]:
                      "cpu_ms_per_request")
     if renamed:
         rows.append(("150 KB agent, pass-through with a renamed model: CPU/req vs the same model id",
-                     _fmt(renamed, 2, "×"), "(cost of answering with the client's model id)"))
+                     _fmt(renamed, 2, "×"), "(cost of a model served under another upstream id)"))
     s = results.get("small") or {}
     row("small requests: throughput ≥ 0.85× bare", ratios(s, "modelgate", "bare", "rps"), GOALS["small_rps"], False)
     row("small streamed requests: throughput ≥ 0.85× bare", ratios(s, "modelgate stream", "bare stream", "rps"),

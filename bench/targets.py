@@ -26,7 +26,9 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 PYTHON = sys.executable
 MODEL = "bench-model"
-ALT_MODEL = "bench-model-alt"  # on modelgate: served by a messages-protocol upstream
+# On modelgate: served by a messages-protocol upstream under the same id, so that its pass-through
+# forwards the client's bytes as they are (RENAMED_MODEL measures a model served under another id).
+ALT_MODEL = "bench-model-alt"
 # The fake upstream answers streams for these with its long, paced stream (`--long-chunks`, `--chunk-gap-ms`).
 LONG_MODEL = "bench-model-long"
 ALT_LONG_MODEL = "bench-model-alt-long"
@@ -295,8 +297,7 @@ async def _configure_modelgate(env: dict[str, str], upstream: Target) -> tuple[s
             alt_problem = f"messages-protocol provider not available: {exc}"
         else:
             await svc.channels.create("fake-messages", "fake-messages",
-                                      [{"model_id": ALT_MODEL, "upstream_model": MODEL},
-                                       {"model_id": ALT_LONG_MODEL, "upstream_model": LONG_MODEL}])
+                                      [ALT_MODEL, ALT_LONG_MODEL])
             await svc.applications.authorize_channel(app.id, "fake-messages")
         created = await svc.api_keys.create(app.id, "bench")
         return created.plaintext, alt_problem
