@@ -32,7 +32,7 @@ async def native(gateway, upstream, model="claude-haiku-4-5", upstream_model=Non
     return await gateway.wire(upstream.base_url, [spec], kind="anthropic", upstream_keys=(API_KEY,), name="claude")
 
 
-async def chat_channel(gateway, upstream, model="claude-sonnet-4-5", upstream_model="gpt-test"):
+async def chat_channel(gateway, upstream, model="claude-sonnet-4-6", upstream_model="gpt-test"):
     return await gateway.wire(upstream.base_url, [{"model_id": model, "upstream_model": upstream_model}])
 
 
@@ -77,7 +77,7 @@ async def test_mid_conversation_system_becomes_a_system_message_in_place_on_chat
         gateway, openai_upstream):
     wired = await chat_channel(gateway, openai_upstream)
     msg = await sdk(gateway, wired.key).messages.create(
-        model="claude-sonnet-4-5", max_tokens=50, system="you are an agent", messages=AGENT_MESSAGES,
+        model="claude-sonnet-4-6", max_tokens=50, system="you are an agent", messages=AGENT_MESSAGES,
         extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
     )
     assert msg.content[0].text == "Echo: second question"
@@ -123,7 +123,7 @@ async def test_alt_version_is_sent_as_anthropic_version(gateway, anthropic_upstr
 async def test_beta_only_fields_are_dropped_on_conversion(gateway, openai_upstream):
     wired = await chat_channel(gateway, openai_upstream)
     await sdk(gateway, wired.key).messages.create(
-        model="claude-sonnet-4-5", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
+        model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
         extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
         extra_body={"context_management": {"edits": []}, "output_config": {"effort": "high"},
                     "thread": {"id": "t1"}},
@@ -292,7 +292,7 @@ async def test_vendor_client_tools_become_function_tools_on_chat_upstreams(gatew
     tools = [{"type": "bash_20250124", "name": "bash"},
              {"type": "text_editor_20250728", "name": "str_replace_based_edit_tool", "max_characters": 10000}]
     msg = await sdk(gateway, wired.key).messages.create(
-        model="claude-sonnet-4-5", max_tokens=100, tools=tools,
+        model="claude-sonnet-4-6", max_tokens=100, tools=tools,
         messages=[{"role": "user", "content": "call tool please"}])
     sent = {t["function"]["name"]: t["function"] for t in openai_upstream.last.json()["tools"]}
     assert set(sent) == {"bash", "str_replace_based_edit_tool"}
@@ -307,7 +307,7 @@ async def test_computer_use_tool_is_refused_on_conversion(gateway, openai_upstre
     wired = await chat_channel(gateway, openai_upstream)
     with pytest.raises(anthropic.BadRequestError) as caught:
         await sdk(gateway, wired.key).messages.create(
-            model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
             tools=[{"type": "computer_20250124", "name": "computer", "display_width_px": 1024,
                     "display_height_px": 768}])
     assert "computer_20250124" in caught.value.response.json()["error"]["message"]
@@ -325,10 +325,10 @@ async def test_cached_prompt_tokens_reach_a_messages_client_and_the_call_log(gat
     wired = await chat_channel(gateway, openai_upstream)
     openai_upstream.cached_tokens = 1024
     client = sdk(gateway, wired.key)
-    msg = await client.messages.create(model="claude-sonnet-4-5", max_tokens=20,
+    msg = await client.messages.create(model="claude-sonnet-4-6", max_tokens=20,
                                        messages=[{"role": "user", "content": "hi"}])
     assert msg.usage.cache_read_input_tokens == 1024
-    async with client.messages.stream(model="claude-sonnet-4-5", max_tokens=20,
+    async with client.messages.stream(model="claude-sonnet-4-6", max_tokens=20,
                                       messages=[{"role": "user", "content": "hi"}]) as stream:
         final = await stream.get_final_message()
     assert final.usage.cache_read_input_tokens == 1024
