@@ -218,3 +218,22 @@ def test_agent_report_files_never_overwrite_another_run_or_machine_size(tmp_path
         "agent-2026-11-24T0111-16core.json", "agent-latest-16core.md"]
     assert all(p.exists() for p in (first[0], second[0], large[0]))
     assert "2026-11-24T01:11:55" in second[1].read_text() and "16 cores" in large[1].read_text()
+
+
+def test_ab_compares_two_source_trees_round_by_round(capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import ab
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    assert ab.main(["--variant", f"one={repo}", "--variant", f"two={repo}", "--cases", "small",
+                    "--rounds", "1", "--duration", "1", "--connections", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("small: bare ")
+    assert lines[1].startswith("  one: ") and "× bare" in lines[1] and lines[1].endswith("errors 0")
+    assert lines[2].startswith("  two: ") and "× one" in lines[2] and lines[2].endswith("errors 0")
+
+
+def test_ab_refuses_a_directory_without_the_package(tmp_path: Path) -> None:
+    from bench import ab
+
+    with pytest.raises(SystemExit, match="holds no modelgate package"):
+        ab.main(["--variant", f"one={tmp_path}", "--variant", f"two={tmp_path}"])
