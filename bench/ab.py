@@ -34,17 +34,16 @@ from bench.targets import ALT_MODEL, MODEL, RENAMED_MODEL, Call, Target  # noqa:
 Case = tuple[Callable[[Target], Call], Callable[[str], Call]]
 
 
-def _chat(key: str, body: bytes) -> Call:
-    return Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], body, b'"stream":true' in body)
+def _chat(key: str, body: bytes, stream: bool = False) -> Call:
+    return Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], body, stream)
 
 
 def _messages(key: str, body: bytes) -> Call:
-    return Call("/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], body,
-                b'"stream":true' in body)
+    return Call("/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], body, False)
 
 
-def _bare_chat(body: bytes) -> Callable[[Target], Call]:
-    return lambda up: Call("/v1/chat/completions", up.calls["chat"].headers, body, b'"stream":true' in body)
+def _bare_chat(body: bytes, stream: bool = False) -> Callable[[Target], Call]:
+    return lambda up: Call("/v1/chat/completions", up.calls["chat"].headers, body, stream)
 
 
 def _bare_messages(body: bytes) -> Callable[[Target], Call]:
@@ -59,7 +58,7 @@ def cases() -> dict[str, Case]:
     messages_big = workloads.agent_messages_body(big, MODEL)
     return {
         "small": (_bare_chat(small), lambda key: _chat(key, small)),
-        "small-stream": (_bare_chat(small_stream), lambda key: _chat(key, small_stream)),
+        "small-stream": (_bare_chat(small_stream, stream=True), lambda key: _chat(key, small_stream, stream=True)),
         "agent150": (_bare_chat(chat_big), lambda key: _chat(key, chat_big)),
         "agent150-messages": (_bare_messages(messages_big),
                               lambda key: _messages(key, workloads.agent_messages_body(big, ALT_MODEL))),

@@ -132,16 +132,19 @@ def _rebuilt(raw: bytes, forwarded: dict[str, Any], kept: set[str]) -> bytes:
 _WHITESPACE = b" \t\r\n"
 
 
+def _end_of_text(raw: bytes, end: int) -> int:
+    """Where the JSON whitespace that ends at `end` begins."""
+    while end and raw[end - 1] in _WHITESPACE:
+        end -= 1
+    return end
+
+
 def _splice(raw: bytes, added: dict[str, Any]) -> bytes | None:
     if not added:
         return raw
-    end = len(raw)
-    while end and raw[end - 1] in _WHITESPACE:
-        end -= 1
+    end = _end_of_text(raw, len(raw))
     if not end or raw[end - 1] != ord("}"):
         return None
-    end -= 1
-    while end and raw[end - 1] in _WHITESPACE:
-        end -= 1
+    end = _end_of_text(raw, end - 1)
     comma = b"" if end and raw[end - 1] == ord("{") else b","
     return b"".join((memoryview(raw)[:end], comma, orjson.dumps(added)[1:-1], b"}"))
