@@ -244,12 +244,14 @@ def start_litellm(upstream: Target, log_dir: Path, cpus: str | None) -> Target:
     config = log_dir / "litellm-config.yaml"
     config.write_text(
         "model_list:\n"
-        f"  - model_name: {MODEL}\n"
-        "    litellm_params:\n"
-        f"      model: openai/{MODEL}\n"
-        f"      api_base: {upstream.url}/v1\n"
-        f"      api_key: {UPSTREAM_KEY}\n"
-        "general_settings:\n"
+        + "".join(
+            f"  - model_name: {name}\n"
+            "    litellm_params:\n"
+            f"      model: openai/{name}\n"
+            f"      api_base: {upstream.url}/v1\n"
+            f"      api_key: {UPSTREAM_KEY}\n"
+            for name in (MODEL, LONG_MODEL))
+        + "general_settings:\n"
         f"  master_key: {LITELLM_MASTER_KEY}\n"
     )
     env = {
