@@ -515,24 +515,28 @@ class _Call:
         """
         clock = self.clock
         handle.last_sent = handle.last_data = clock.monotonic()
-        await send({"type": "http.response.body", "body": handle.first, "more_body": True})
         content = handle.response.content
+        # Bytes are sent as soon as it is known whether more follow: the last ones end the response in
+        # the same message (and socket write) as the chunked body's terminator.
+        pending = handle.first
         failure: UpstreamError | None = None  # raised while reading, not yet told to the client
         try:
             while not handle.ended:
+                if pending:
+                    await send({"type": "http.response.body", "body": pending, "more_body": True})
+                    pending = b""
                 chunk = await content.readany()
                 now = clock.monotonic()  # read once a chunk
-                out = self._translate(handle, chunk, now) if chunk else self._finish(handle)
-                if out:
+                pending = self._translate(handle, chunk, now) if chunk else self._finish(handle)
+                if pending:
                     handle.last_sent = now
-                    await send({"type": "http.response.body", "body": out, "more_body": True})
         except UpstreamError as err:
             failure = err
         except aiohttp.ClientError as exc:
             failure = UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
         if failure is not None:
-            await send({"type": "http.response.body", "more_body": True, "body": handle.error_event(failure)})
-        await send({"type": "http.response.body", "body": b""})
+            pending = handle.error_event(failure)
+        await send({"type": "http.response.body", "body": pending})
         return failure or handle.failure
 
 
