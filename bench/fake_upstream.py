@@ -110,22 +110,30 @@ class Answers:
             "usage": _usage(),
         }))
 
-        def chat_chunk(delta: dict, finish: str | None, usage: dict | None = None, choices: bool = True) -> bytes:
+        def chat_chunk(delta: dict, finish: str | None, with_usage: bool = False, usage: dict | None = None,
+                       choices: bool = True) -> bytes:
             body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL,
                     "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
                     if choices else []}
-            if usage is not None:
+            if with_usage:
                 body["usage"] = usage
             return b"data: " + orjson.dumps(body) + b"\n\n"
 
         # Long streams (hundreds of chunks) carry one short word per chunk, as token streams do.
         pieces = _split(ANSWER if chunks <= len(ANSWER) else "word " * chunks, chunks)
-        events = [chat_chunk({"role": "assistant", "content": pieces[0]}, None)]
-        events += [chat_chunk({"content": p}, None) for p in pieces[1:]]
-        events.append(chat_chunk({}, "stop"))
+
+        def chat_events(with_usage: bool) -> list[bytes]:
+            events = [chat_chunk({"role": "assistant", "content": pieces[0]}, None, with_usage)]
+            events += [chat_chunk({"content": p}, None, with_usage) for p in pieces[1:]]
+            events.append(chat_chunk({}, "stop", with_usage))
+            return events
+
         done = b"data: [DONE]\n\n"
-        self.chat_stream = Stream(_chunked_parts(events + [done]), paced)
-        self.chat_stream_usage = Stream(_chunked_parts(events + [chat_chunk({}, None, _usage(), choices=False), done]), paced)
+        self.chat_stream = Stream(_chunked_parts(chat_events(False) + [done]), paced)
+        # With `stream_options.include_usage`, every chunk carries `"usage": null`, and one more chunk with no
+        # choices the usage (OpenAI's API reference, ChatCompletionStreamOptions; tests/captures/azure_stream.sse).
+        self.chat_stream_usage = Stream(_chunked_parts(
+            chat_events(True) + [chat_chunk({}, None, True, _usage(), choices=False), done]), paced)
 
         mid = "msg_bench0000000000000000"
         self.messages = _response("200 OK", orjson.dumps({

@@ -524,17 +524,20 @@ class ChatStreamTap:
         out = events[0] if len(events) == 1 else b"".join(events)
         if not self.stopped and (b'"finish_reason":"' in out or b'"finish_reason": "' in out):
             self.stopped = True
-        if b'"usage"' not in out and b'"error"' not in out and b"[DONE]" not in out:
+        marked = _first_mark(out)
+        if marked < 0:
             return self._named(out)  # the bulk of a stream: content deltas
         kept = []
+        end = 0
         for raw in events:
-            if b"data: [DONE]" in raw or b"data:[DONE]" in raw:
-                self.finished = True
-            elif b'"error"' in raw and self._read_error(raw):
-                kept.append(raw)
-                continue
-            elif _usage_at(raw, 0) >= 0 and self._read_usage(raw):  # the usage-only chunk the client did not ask for
-                continue
+            end += len(raw)
+            if end > marked:  # the events before the first mark are content
+                if b"data: [DONE]" in raw or b"data:[DONE]" in raw:
+                    self.finished = True
+                elif b'"error"' in raw and self._read_error(raw):
+                    pass  # forwarded: the client sees the upstream's error
+                elif _holds_usage(raw) and self._read_usage(raw):
+                    continue  # the usage-only chunk the client did not ask for
             kept.append(raw)
         return self._named(b"".join(kept))
 
@@ -570,6 +573,18 @@ class ChatStreamTap:
         return not self.client_wants_usage and not parsed.get("choices")
 
 
-def _usage_at(data: bytes, start: int) -> int:
-    found = [i for i in (data.find(b'"usage":{', start), data.find(b'"usage": {', start)) if i >= 0]
+def _holds_usage(data: bytes) -> bool:
+    """Whether `data` may hold a usage object (`_read_usage` decides)."""
+    return b'"usage":{' in data or b'"usage": {' in data
+
+
+# What makes a chat stream's event more than content: its end, an error, a usage object. With usage
+# asked for, OpenAI sends `"usage":null` in every chunk (API reference, ChatCompletionStreamOptions):
+# no mark, so such chunks keep the fast path.
+_MARKS = (b"[DONE]", b'"error"', b'"usage":{', b'"usage": {')
+
+
+def _first_mark(data: bytes) -> int:
+    """The offset of the first mark in `data`, or -1."""
+    found = [i for i in map(data.find, _MARKS) if i >= 0]
     return min(found) if found else -1

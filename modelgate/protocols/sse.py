@@ -78,7 +78,8 @@ class Framer:
             frames.append(self._take())
             start = 1
         end = chunk.find(sep, start)
-        if 0 <= end == len(chunk) - width and not start and not self._parts and len(chunk) <= self._cap():
+        limit = self._cap()
+        if 0 <= end == len(chunk) - width and not start and not self._parts and len(chunk) <= limit:
             return [chunk]  # the usual read: exactly one whole frame
         while end >= 0:
             piece = chunk[start : end + width]
@@ -87,11 +88,10 @@ class Framer:
                 self._size += len(piece)
                 self._check()
                 frames.append(self._take())
+            elif len(piece) > limit:
+                raise event_too_large(limit)
             else:
-                self._size = len(piece)
-                self._check()
                 frames.append(piece)
-                self._size = 0
             start = end + width
             end = chunk.find(sep, start)
         if start < len(chunk):
