@@ -50,6 +50,9 @@ def _schema(i: int) -> dict[str, Any]:
     }
 
 
+SESSION_ID = "01a20c8c-1661-7483-8e1d-655ffa423fab"  # the ids agents send are UUIDs
+
+
 @dataclass(frozen=True)
 class AgentShape:
     total_kb: int
@@ -119,6 +122,10 @@ def agent_messages_body(shape: AgentShape, model: str, stream: bool = False) -> 
         "messages": messages,
         "tools": [{"name": n, "description": d, "input_schema": s} for n, d, s in tools],
         "tool_choice": {"type": "auto"},
+        # What Claude Code 2.1 sends beside the conversation (../shared/field-notes.md).
+        "metadata": {"user_id": orjson.dumps({"device_id": "09c736d4", "session_id": SESSION_ID}).decode()},
+        "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        "output_config": {"effort": "medium"},
     }
     if stream:
         body["stream"] = True
@@ -141,6 +148,9 @@ def agent_responses_body(shape: AgentShape, model: str, stream: bool = False) ->
         "model": model, "instructions": system, "input": items, "max_output_tokens": 1024, "store": False,
         "tools": [{"type": "function", "name": n, "description": d, "parameters": s} for n, d, s in tools],
         "tool_choice": "auto",
+        # What Codex 0.16x sends beside the conversation (../shared/field-notes.md).
+        "parallel_tool_calls": True, "include": ["reasoning.encrypted_content"], "prompt_cache_key": SESSION_ID,
+        "client_metadata": {"turn_id": SESSION_ID, "thread_id": SESSION_ID},
     }
     if stream:
         body["stream"] = True

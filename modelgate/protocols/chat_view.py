@@ -42,6 +42,7 @@ class Message(View):
     tool_call_id: Union[str, UnsetType] = UNSET
     name: Union[str, None] = None
     reasoning_content: Union[str, None] = None
+    cache_control: Union[Raw, UnsetType] = UNSET  # opencode's, unread by validate: forwarded as sent
 
 
 class ToolFunction(View):
@@ -98,7 +99,24 @@ class ChatRequest(View):
     service_tier: Opt[str] = UNSET
     logprobs: Opt[bool] = UNSET
     top_logprobs: Opt[Int] = UNSET
+    # The vendor SDK's other request fields (openai 3.54, CompletionCreateParams) that validate does not
+    # read: forwarded as sent.
+    audio: Union[Raw, UnsetType] = UNSET
+    function_call: Union[Raw, UnsetType] = UNSET
+    functions: Union[Raw, UnsetType] = UNSET
+    logit_bias: Union[Raw, UnsetType] = UNSET
+    modalities: Union[Raw, UnsetType] = UNSET
+    moderation: Union[Raw, UnsetType] = UNSET
+    prediction: Union[Raw, UnsetType] = UNSET
+    prompt_cache_options: Union[Raw, UnsetType] = UNSET
+    prompt_cache_retention: Union[Raw, UnsetType] = UNSET
+    verbosity: Union[Raw, UnsetType] = UNSET
+    web_search_options: Union[Raw, UnsetType] = UNSET
 
+
+# The top-level fields kept as JSON, each a piece `sound` checks (stream_options and metadata aside).
+_RAW_FIELDS = ("audio", "function_call", "functions", "logit_bias", "modalities", "moderation", "prediction",
+               "prompt_cache_options", "prompt_cache_retention", "verbosity", "web_search_options")
 
 _decode = decoder(ChatRequest)
 _RANGES = (("temperature", 0, 2), ("top_p", 0, 1), ("frequency_penalty", -2, 2), ("presence_penalty", -2, 2))
@@ -109,17 +127,19 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     request = _decode(raw)
     if request is None or not request.model or not request.messages:
         return None
+    pieces = []  # the free-form JSON msgspec only skipped
     for message in request.messages:
         if message.content is None:
             if message.role != "assistant" or not message.tool_calls:
                 return None
         elif message.role == "tool" and message.tool_call_id is UNSET:
             return None
+        if message.cache_control is not UNSET:
+            pieces.append(message.cache_control)
     for name, low, high in _RANGES:
         number = getattr(request, name)
         if isinstance(number, float) and not low <= number <= high:
             return None
-    pieces = []  # the free-form JSON msgspec only skipped
     if isinstance(request.response_format, ResponseFormat) and request.response_format.json_schema is not UNSET:
         pieces.append(request.response_format.json_schema)
     schemas = []
@@ -137,6 +157,10 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         return None
     if request.metadata is not UNSET:
         pieces.append(request.metadata)
+    for name in _RAW_FIELDS:
+        piece = getattr(request, name)
+        if piece is not UNSET:
+            pieces.append(piece)
     if request.stream_options is not UNSET:
         if not object_or_null(request.stream_options):
             return None

@@ -33,6 +33,7 @@ from typing import Annotated, Any, Callable, TypeVar, Union
 import msgspec
 import orjson
 
+from modelgate.errors import GatewayError
 from modelgate.protocols.body import NOT_DECODED, ClientBody
 
 T = TypeVar("T")
@@ -64,26 +65,49 @@ def sound(pieces: list[msgspec.Raw]) -> bool:
     return not pieces or _sound(b"\x00".join(pieces))  # a byte no JSON text holds: no match across pieces
 
 
-# Tool definitions found sound, by their bytes: agents send the same ones on every turn, and
-# checking them again cost as much as decoding the rest of the body. Bounded: 16 sets of 128 KB.
-_SOUND_DEFINITIONS: dict[bytes, None] = {}
+# Tool definitions found acceptable, by their bytes (and the check that accepted them): agents send
+# the same ones on every turn, and checking them again cost as much as decoding the rest of the body.
+# Bounded: 16 sets of 128 KB.
+_ACCEPTED_DEFINITIONS: dict[tuple[object, bytes], None] = {}
 _DEFINITIONS_KEPT, _DEFINITIONS_BYTES = 16, 128 * 1024
+
+
+def _remembered(check: object, data: bytes, accept: Callable[[bytes], bool]) -> bool:
+    key = (check, data)
+    if key in _ACCEPTED_DEFINITIONS:
+        return True
+    if not accept(data):
+        return False
+    if len(data) <= _DEFINITIONS_BYTES:
+        if len(_ACCEPTED_DEFINITIONS) >= _DEFINITIONS_KEPT:
+            del _ACCEPTED_DEFINITIONS[next(iter(_ACCEPTED_DEFINITIONS))]  # the oldest
+        _ACCEPTED_DEFINITIONS[key] = None
+    return True
 
 
 def sound_definitions(pieces: list[msgspec.Raw]) -> bool:
     """`sound` for the pieces of tool definitions (schemas), remembered while they come again."""
-    if not pieces:
+    return not pieces or _remembered(sound, b"\x00".join(pieces), _sound)
+
+
+def checked_definitions(piece: msgspec.Raw, check: Callable[[Any], object]) -> bool:
+    """Whether a top-level `Raw` array of tool definitions is read by orjson as the codec's own path
+    reads it (within the depth limit) and passes that path's `check` (raising GatewayError);
+    remembered while the same bytes come again. Tools of every type validate accepts (the vendors'
+    own, with fields of their own) take the typed view so, with no rule restated in types. null is
+    no tools, as validate reads it."""
+
+    def accept(data: bytes) -> bool:
+        try:
+            tools = orjson.loads(data)
+            orjson.dumps({"tools": tools})  # the depth check of inference.parse_json, at the same depth
+            if tools is not None:
+                check(tools)
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError, GatewayError):
+            return False
         return True
-    data = b"\x00".join(pieces)
-    if data in _SOUND_DEFINITIONS:
-        return True
-    if not _sound(data):
-        return False
-    if len(data) <= _DEFINITIONS_BYTES:
-        if len(_SOUND_DEFINITIONS) >= _DEFINITIONS_KEPT:
-            del _SOUND_DEFINITIONS[next(iter(_SOUND_DEFINITIONS))]  # the oldest
-        _SOUND_DEFINITIONS[data] = None
-    return True
+
+    return _remembered(check, bytes(piece), accept)
 
 
 def _sound(data: bytes) -> bool:
@@ -93,10 +117,21 @@ def _sound(data: bytes) -> bool:
         except UnicodeDecodeError:
             return False
     shapes = data.translate(_SHAPES, b"+")
-    if b"0e000" in shapes or _LONG_DIGITS in shapes:
+    # A number orjson would refuse as infinite, or letters and digits in a string that only look like
+    # one (hex ids and hashes such as "72e61340", common in tool inputs and metadata): orjson decides.
+    if (b"0e000" in shapes or _LONG_DIGITS in shapes) and not _read_by_orjson(data):
         return False
     return shapes.count(b"{") <= _MAX_PIECE_BRACKETS or all(
         piece.count(b"{") <= _MAX_PIECE_BRACKETS for piece in shapes.split(b"\x00"))
+
+
+def _read_by_orjson(data: bytes) -> bool:
+    try:
+        for piece in data.split(b"\x00"):
+            orjson.loads(piece)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def object_or_null(piece: msgspec.Raw) -> bool:

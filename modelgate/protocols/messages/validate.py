@@ -134,7 +134,7 @@ def _check_system(system: Any, where: str = "system") -> None:
             raise _bad(f"{where}.{i}: must be a text block {{type: 'text', text: <string>}}")
 
 
-def _check_tools(tools: Any) -> None:
+def check_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise _bad("tools: must be an array of tool definitions")
     for i, tool in enumerate(tools):
@@ -207,7 +207,7 @@ def _check_common(body: dict[str, Any]) -> bool:
     if stops is not None and (not isinstance(stops, list) or not all(isinstance(s, str) for s in stops)):
         raise _bad("stop_sequences: must be an array of strings")
     if body.get("tools") is not None:
-        _check_tools(body["tools"])
+        check_tools(body["tools"])
     if body.get("tool_choice") is not None:
         _check_tool_choice(body["tool_choice"])
     stream = body.get("stream", False)

@@ -8,8 +8,9 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
+from modelgate.protocols.messages.validate import check_tools
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, decoder, is_object, partial_body, sound, sound_definitions,
+    Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, sound,
 )
 
 
@@ -80,14 +81,6 @@ class Message(View):
     content: Union[str, list[AnyBlock]]
 
 
-class Tool(View):
-    name: str
-    type: Union[str, None] = None
-    description: Union[str, None] = None
-    input_schema: Union[Raw, UnsetType] = UNSET
-    cache_control: Union[CacheControl, UnsetType] = UNSET
-
-
 class ToolChoice(View):
     type: Literal["auto", "any", "tool", "none"]
     name: Union[str, UnsetType] = UNSET
@@ -107,7 +100,9 @@ class MessagesRequest(View):
     top_p: Opt[float] = UNSET
     top_k: Opt[Int] = UNSET
     stop_sequences: Opt[list[str]] = UNSET
-    tools: Opt[list[Tool]] = UNSET
+    # Checked as a whole by validate's own rules (typed_view.checked_definitions): custom tools and the
+    # vendor's, each with fields of its own.
+    tools: Union[Raw, UnsetType] = UNSET
     tool_choice: Opt[ToolChoice] = UNSET
     stream: Opt[bool] = UNSET
     metadata: Opt[Metadata] = UNSET
@@ -115,6 +110,25 @@ class MessagesRequest(View):
     thinking: Union[Raw, UnsetType] = UNSET
     service_tier: Union[Raw, UnsetType] = UNSET
     context_management: Union[Raw, UnsetType] = UNSET
+    output_config: Union[Raw, UnsetType] = UNSET  # Claude Code sends its effort here
+    # The vendor SDK's other request fields (anthropic 2.12, MessageCreateParams and its beta one), which
+    # validate does not read: forwarded as sent.
+    cache_control: Union[Raw, UnsetType] = UNSET
+    container: Union[Raw, UnsetType] = UNSET
+    inference_geo: Union[Raw, UnsetType] = UNSET
+    speed: Union[Raw, UnsetType] = UNSET
+    mcp_servers: Union[Raw, UnsetType] = UNSET
+    compaction: Union[Raw, UnsetType] = UNSET
+    thread: Union[Raw, UnsetType] = UNSET
+    diagnostics: Union[Raw, UnsetType] = UNSET
+    user_profile_id: Union[Raw, UnsetType] = UNSET
+    workspace_id: Union[Raw, UnsetType] = UNSET
+
+
+# The top-level fields kept as JSON, each a piece `sound` checks.
+_RAW_FIELDS = ("thinking", "service_tier", "context_management", "output_config", "cache_control", "container",
+               "inference_geo", "speed", "mcp_servers", "compaction", "thread", "diagnostics", "user_profile_id",
+               "workspace_id")
 
 
 _decode = decoder(MessagesRequest)
@@ -161,17 +175,14 @@ def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bo
     for number in (request.temperature, request.top_p):
         if isinstance(number, float) and not 0 <= number <= 1:
             return None
-    schemas = []
-    for tool in request.tools or ():
-        if tool.type in (None, "custom"):  # a custom tool; vendor tools carry a versioned type
-            if tool.input_schema is UNSET or not is_object(tool.input_schema):
-                return None
-        if tool.input_schema is not UNSET:
-            schemas.append(tool.input_schema)
+    if request.tools is not UNSET and not checked_definitions(request.tools, check_tools):
+        return None
     if request.tool_choice and request.tool_choice.type == "tool" and request.tool_choice.name is UNSET:
         return None
-    pieces.extend(piece for piece in (request.thinking, request.service_tier, request.context_management)
-                  if piece is not UNSET)
-    if not sound(pieces) or not sound_definitions(schemas):
+    for name in _RAW_FIELDS:
+        piece = getattr(request, name)
+        if piece is not UNSET:
+            pieces.append(piece)
+    if not sound(pieces):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)

@@ -105,7 +105,7 @@ def _check_item(item: Any, where: str) -> None:
     # they pass through to a Responses upstream and are dealt with in to_ir otherwise.
 
 
-def _check_tools(tools: Any) -> None:
+def check_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise _bad("'tools' must be an array")
     for i, tool in enumerate(tools):
@@ -177,7 +177,7 @@ def validate(body: Any) -> tuple[str, bool]:
         if body.get(name) is not None and not isinstance(body[name], str):
             raise _bad(f"'{name}' must be a string")
     if body.get("tools") is not None:
-        _check_tools(body["tools"])
+        check_tools(body["tools"])
     if body.get("tool_choice") is not None:
         _check_tool_choice(body["tool_choice"])
     max_tokens = body.get("max_output_tokens")

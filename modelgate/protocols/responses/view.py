@@ -8,9 +8,8 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
-from modelgate.protocols.typed_view import (
-    Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound, sound_definitions,
-)
+from modelgate.protocols.responses.decode import check_tools
+from modelgate.protocols.typed_view import Opt, PositiveInt, View, checked_definitions, decoder, partial_body, sound
 
 
 class Part(View):
@@ -41,14 +40,6 @@ class Item(View):
     output: Union[str, list[Part], UnsetType] = UNSET
     summary: Union[list[SummaryPart], UnsetType] = UNSET
     encrypted_content: Union[str, None] = None
-
-
-class Tool(View):
-    type: str
-    name: Union[str, UnsetType] = UNSET
-    description: Union[str, None] = None
-    parameters: Union[Raw, UnsetType] = UNSET
-    strict: Union[bool, None] = None
 
 
 class ToolChoice(View):
@@ -82,7 +73,9 @@ class ResponsesRequest(View):
     prompt_cache_key: Opt[str] = UNSET
     user: Opt[str] = UNSET
     safety_identifier: Opt[str] = UNSET
-    tools: Opt[list[Tool]] = UNSET
+    # Checked as a whole by validate's own rules (typed_view.checked_definitions): function tools and
+    # the vendor's (Codex sends web_search and namespace tools), each with fields of its own.
+    tools: Union[Raw, UnsetType] = UNSET
     tool_choice: Opt[Union[Literal["auto", "none", "required"], ToolChoice]] = UNSET
     max_output_tokens: Opt[PositiveInt] = UNSET
     temperature: Opt[float] = UNSET
@@ -97,6 +90,25 @@ class ResponsesRequest(View):
     include: Opt[list[str]] = UNSET
     service_tier: Opt[str] = UNSET
     truncation: Opt[str] = UNSET
+    client_metadata: Union[Raw, UnsetType] = UNSET  # Codex's; not in the vendor's SDK
+    # The vendor SDK's other request fields (openai 3.54, ResponseCreateParams) that validate does not
+    # read, but for the stored-conversation ones, which are left to validate: forwarded as sent.
+    access_programs: Union[Raw, UnsetType] = UNSET
+    background_options: Union[Raw, UnsetType] = UNSET
+    context_management: Union[Raw, UnsetType] = UNSET
+    image: Union[Raw, UnsetType] = UNSET
+    max_tool_calls: Union[Raw, UnsetType] = UNSET
+    moderation: Union[Raw, UnsetType] = UNSET
+    prompt_cache_options: Union[Raw, UnsetType] = UNSET
+    prompt_cache_retention: Union[Raw, UnsetType] = UNSET
+    stream_options: Union[Raw, UnsetType] = UNSET
+    top_logprobs: Union[Raw, UnsetType] = UNSET
+
+
+# The top-level fields kept as JSON, each a piece `sound` checks.
+_RAW_FIELDS = ("client_metadata", "access_programs", "background_options", "context_management", "image",
+               "max_tool_calls", "moderation", "prompt_cache_options", "prompt_cache_retention", "stream_options",
+               "top_logprobs")
 
 
 _decode = decoder(ResponsesRequest)
@@ -139,13 +151,8 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     pieces: list[Raw] = []  # the free-form JSON msgspec only skipped
     if isinstance(request.input, list) and not all(_item_sound(item, pieces) for item in request.input):
         return None
-    schemas = []
-    for tool in request.tools or ():
-        if tool.type == "function" and (not tool.name or (
-                tool.parameters is not UNSET and not object_or_null(tool.parameters))):
-            return None
-        if tool.parameters is not UNSET:
-            schemas.append(tool.parameters)
+    if request.tools is not UNSET and not checked_definitions(request.tools, check_tools):
+        return None
     choice = request.tool_choice
     if isinstance(choice, ToolChoice) and (choice.type == "allowed_tools"
                                            or (choice.type == "function" and choice.name is UNSET)):
@@ -160,6 +167,10 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
             return None
         if fmt.schema is not UNSET:
             pieces.append(fmt.schema)
-    if not sound(pieces) or not sound_definitions(schemas):
+    for name in _RAW_FIELDS:
+        piece = getattr(request, name)
+        if piece is not UNSET:
+            pieces.append(piece)
+    if not sound(pieces):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)
