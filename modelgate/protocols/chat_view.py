@@ -9,7 +9,7 @@ from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, sound, sound_definitions, value,
+    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, present, sound, sound_definitions, value,
 )
 
 
@@ -157,10 +157,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         return None
     if request.metadata is not UNSET:
         pieces.append(request.metadata)
-    for name in _RAW_FIELDS:
-        piece = getattr(request, name)
-        if piece is not UNSET:
-            pieces.append(piece)
+    pieces += present(request, _RAW_FIELDS)
     if request.stream_options is not UNSET:
         if not object_or_null(request.stream_options):
             return None

@@ -134,6 +134,11 @@ def _read_by_orjson(data: bytes) -> bool:
     return True
 
 
+def present(view: View, names: tuple[str, ...]) -> list[Any]:
+    """The values of the named fields the body has (its `Raw` pieces, for `sound`)."""
+    return [value for value in (getattr(view, name) for name in names) if value is not msgspec.UNSET]
+
+
 def object_or_null(piece: msgspec.Raw) -> bool:
     """Whether a Raw piece holds a JSON object or null (msgspec strips the whitespace around it)."""
     return memoryview(piece)[:1] in (b"{", b"n")

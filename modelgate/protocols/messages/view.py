@@ -10,7 +10,7 @@ from msgspec import UNSET, Raw, UnsetType
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.messages.validate import check_tools
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, sound,
+    Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, present, sound,
 )
 
 
@@ -179,10 +179,7 @@ def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bo
         return None
     if request.tool_choice and request.tool_choice.type == "tool" and request.tool_choice.name is UNSET:
         return None
-    for name in _RAW_FIELDS:
-        piece = getattr(request, name)
-        if piece is not UNSET:
-            pieces.append(piece)
+    pieces += present(request, _RAW_FIELDS)
     if not sound(pieces):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)

@@ -9,7 +9,9 @@ from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.responses.decode import check_tools
-from modelgate.protocols.typed_view import Opt, PositiveInt, View, checked_definitions, decoder, partial_body, sound
+from modelgate.protocols.typed_view import (
+    Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, sound,
+)
 
 
 class Part(View):
@@ -167,10 +169,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
             return None
         if fmt.schema is not UNSET:
             pieces.append(fmt.schema)
-    for name in _RAW_FIELDS:
-        piece = getattr(request, name)
-        if piece is not UNSET:
-            pieces.append(piece)
+    pieces += present(request, _RAW_FIELDS)
     if not sound(pieces):
         return None
     return partial_body(request, raw), request.model, bool(request.stream)
