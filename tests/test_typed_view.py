@@ -155,7 +155,21 @@ OPENCODE_BODY = {
                  {"role": "user", "content": [{"type": "text", "text": "see file"}],
                   "cache_control": {"type": "ephemeral"}}],
 }
-CHAT_BODIES.append(OPENCODE_BODY)
+# An agent loop on the OpenAI SDK appends each answer's message as the next assistant turn, with the
+# fields the SDK's message model holds (AsyncOpenAI/Python 3.54 in test_sdk_replay.py).
+SDK_LOOP_BODY = {
+    "model": "gpt-x", "tools": CHAT_BODIES[1]["tools"],
+    "messages": [{"role": "user", "content": "call tool please"},
+                 {"content": None, "refusal": None, "role": "assistant", "annotations": None, "audio": None,
+                  "function_call": None, "tool_calls": [{"id": "call_0", "type": "function",
+                                                         "function": {"name": "read", "arguments": "{}"}}]},
+                 {"role": "tool", "tool_call_id": "call_0", "content": "sunny"},
+                 {"role": "assistant", "content": "Sunny.", "refusal": None, "audio": {"id": "audio_1"},
+                  "annotations": [{"type": "url_citation", "url_citation": {
+                      "url": "https://example.com", "title": "t", "start_index": 0, "end_index": 5}}]},
+                 {"role": "user", "content": "thanks"}],
+}
+CHAT_BODIES += [OPENCODE_BODY, SDK_LOOP_BODY]
 MESSAGES_BODIES += [CLAUDE_CODE_BODY, VENDOR_TOOLS_BODY]
 RESPONSES_BODIES.append(CODEX_BODY)
 
@@ -285,7 +299,8 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (CHAT, OPENCODE_BODY, {}),
-], ids=["claude-code", "vendor-tools", "codex", "opencode"])
+    (CHAT, SDK_LOOP_BODY, {}),
+], ids=["claude-code", "vendor-tools", "codex", "opencode", "openai-sdk-loop"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

@@ -35,6 +35,25 @@ class ToolCall(View):
     type: Union[str, UnsetType] = UNSET
 
 
+class UrlCitation(View):
+    url: str
+    title: Union[str, UnsetType] = UNSET
+    start_index: Union[Int, UnsetType] = UNSET
+    end_index: Union[Int, UnsetType] = UNSET
+
+
+class Annotation(View):
+    type: str
+    url_citation: Union[UrlCitation, UnsetType] = UNSET
+
+
+class Audio(View):
+    id: str
+    data: Union[str, UnsetType] = UNSET
+    transcript: Union[str, UnsetType] = UNSET
+    expires_at: Union[Int, UnsetType] = UNSET
+
+
 class Message(View):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: Union[str, list[TextPart], None] = None
@@ -43,6 +62,12 @@ class Message(View):
     name: Union[str, None] = None
     reasoning_content: Union[str, None] = None
     cache_control: Union[Raw, UnsetType] = UNSET  # opencode's, unread by validate: forwarded as sent
+    # An answer's message sent back as the next turn's assistant message (the SDK's
+    # `messages.append(completion.choices[0].message)`): fields validate does not read.
+    refusal: Union[str, None] = None
+    annotations: Union[list[Annotation], None] = None
+    audio: Union[Audio, None] = None
+    function_call: Union[Function, None] = None
 
 
 class ToolFunction(View):
