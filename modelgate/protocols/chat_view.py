@@ -61,7 +61,7 @@ class Message(View):
     tool_call_id: Union[str, UnsetType] = UNSET
     name: Union[str, None] = None
     reasoning_content: Union[str, None] = None
-    cache_control: Union[Raw, UnsetType] = UNSET  # opencode's, unread by validate: forwarded as sent
+    cache_control: Union[CacheControl, UnsetType] = UNSET  # opencode's, unread by validate: forwarded as sent
     # An answer's message sent back as the next turn's assistant message (the SDK's
     # `messages.append(completion.choices[0].message)`): fields validate does not read.
     refusal: Union[str, None] = None
@@ -159,8 +159,6 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
                 return None
         elif message.role == "tool" and message.tool_call_id is UNSET:
             return None
-        if message.cache_control is not UNSET:
-            pieces.append(message.cache_control)
     for name, low, high in _RANGES:
         number = getattr(request, name)
         if isinstance(number, float) and not low <= number <= high:
