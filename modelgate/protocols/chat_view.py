@@ -9,7 +9,8 @@ from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, present, sound, sound_definitions, value,
+    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, present, sound, sound_definitions,
+    value,
 )
 
 
@@ -152,7 +153,6 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     request = _decode(raw)
     if request is None or not request.model or not request.messages:
         return None
-    pieces = []  # the free-form JSON msgspec only skipped
     for message in request.messages:
         if message.content is None:
             if message.role != "assistant" or not message.tool_calls:
@@ -163,6 +163,7 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         number = getattr(request, name)
         if isinstance(number, float) and not low <= number <= high:
             return None
+    pieces = []  # the free-form JSON msgspec only skipped
     if isinstance(request.response_format, ResponseFormat) and request.response_format.json_schema is not UNSET:
         pieces.append(request.response_format.json_schema)
     schemas = []
