@@ -15,7 +15,8 @@ codec's own path, which gives today's errors word for word. What keeps this exac
 
 - unknown fields are refused (`forbid_unknown_fields`), so every byte of the body was
   either checked against a type or is a `Raw` piece checked by `sound` (or
-  `sound_definitions`, which remembers tool schemas it checked);
+  `sound_definitions`, which remembers tool schemas it checked), or a tools array read by
+  orjson and checked by the codec's own rules (`checked_definitions`);
 - msgspec reads JSON as orjson does (syntax, escapes, duplicate keys: the last wins),
   except inside `Raw` pieces, where it checks neither UTF-8 nor number range, and for
   integers beyond 64 bits, which orjson reads as floats: `sound` and `Int` cover those;
@@ -33,7 +34,6 @@ from typing import Annotated, Any, Callable, TypeVar, Union
 import msgspec
 import orjson
 
-from modelgate.errors import GatewayError
 from modelgate.protocols.body import NOT_DECODED, ClientBody
 
 T = TypeVar("T")
@@ -103,7 +103,7 @@ def checked_definitions(piece: msgspec.Raw, check: Callable[[Any], object]) -> b
             orjson.dumps({"tools": tools})  # the depth check of inference.parse_json, at the same depth
             if tools is not None:
                 check(tools)
-        except (orjson.JSONDecodeError, orjson.JSONEncodeError, GatewayError):
+        except Exception:  # GatewayError, orjson's errors; anything else too: the codec's own path decides
             return False
         return True
 
