@@ -7,7 +7,8 @@ Each variant is a directory holding a `modelgate` package (a worktree of another
 one part changed to see what that part costs). It runs as this virtualenv's `modelgate serve`, one
 worker, with the directory first on PYTHONPATH. Every variant and the bare proxy are pinned to the same
 core, the upstream and wrk to another (bench/agent.py's layout). A round runs each target once per case,
-always in the same order. The ratios are taken within a round, against the bare proxy and against the
+in an order that rotates from round to round, so that no place in a round can favour one of them (two
+copies of one tree read 0.998× each other with the order fixed and with it rotating, 6 rounds each). The ratios are taken within a round, against the bare proxy and against the
 first variant, and reported as the median (min–max) over the rounds. The machine's drift between rounds
 cancels out in them, where absolute figures of runs minutes apart do not compare (bench/README.md).
 """
@@ -121,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                 for _, target, call in plan:  # warm-up
                     runner.wrk(target, call, args.connections, 1, layout.load, layout.wrk_threads)
                 runs: dict[str, list[dict]] = {name: [] for name, _, _ in plan}
-                for _ in range(args.rounds):
-                    for name, target, call in plan:
+                for r in range(args.rounds):
+                    for name, target, call in plan[r % len(plan):] + plan[:r % len(plan)]:
                         runs[name].append(runner.wrk(target, call, args.connections, args.duration, layout.load,
                                                      layout.wrk_threads))
                 report(case, runs, list(gateways))
