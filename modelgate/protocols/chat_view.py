@@ -9,8 +9,8 @@ from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, present, sound, sound_definitions,
-    value,
+    Int, Opt, PositiveInt, View, decoder, object_or_null, partial_body, present, raw_fields, sound,
+    sound_definitions, value,
 )
 
 
@@ -140,11 +140,8 @@ class ChatRequest(View):
     web_search_options: Union[Raw, UnsetType] = UNSET
 
 
-# The top-level fields kept as JSON, each a piece `sound` checks (stream_options and metadata aside).
-_RAW_FIELDS = ("audio", "function_call", "functions", "logit_bias", "modalities", "moderation", "prediction",
-               "prompt_cache_options", "prompt_cache_retention", "verbosity", "web_search_options")
-
 _decode = decoder(ChatRequest)
+_RAW_FIELDS = raw_fields(ChatRequest)  # stream_options and metadata among them
 _RANGES = (("temperature", 0, 2), ("top_p", 0, 1), ("frequency_penalty", -2, 2), ("presence_penalty", -2, 2))
 
 
@@ -179,13 +176,9 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
         tool_names.add(function.name)
     if isinstance(request.tool_choice, ToolChoice) and request.tool_choice.function.name not in tool_names:
         return None
-    if request.metadata is not UNSET:
-        pieces.append(request.metadata)
+    if request.stream_options is not UNSET and not object_or_null(request.stream_options):
+        return None
     pieces += present(request, _RAW_FIELDS)
-    if request.stream_options is not UNSET:
-        if not object_or_null(request.stream_options):
-            return None
-        pieces.append(request.stream_options)
     if not sound(pieces) or not sound_definitions(schemas):
         return None
     # Pass-through reads the stream options: their value exactly as the codec's own path has it.

@@ -29,7 +29,7 @@ invalid UTF-8 or a number orjson refuses as infinite is forwarded instead of ref
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable, TypeVar, Union
+from typing import Annotated, Any, Callable, TypeVar, Union, get_args
 
 import msgspec
 import orjson
@@ -132,6 +132,13 @@ def _read_by_orjson(data: bytes) -> bool:
     except orjson.JSONDecodeError:
         return False
     return True
+
+
+def raw_fields(view: type[View], but: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The top-level fields a view keeps as JSON (`Raw`), those in `but` aside: derived from the
+    declarations, so no field declared `Raw` can miss its `sound` check."""
+    return tuple(field.name for field in msgspec.structs.fields(view)
+                 if msgspec.Raw in get_args(field.type) and field.name not in but)
 
 
 def present(view: View, names: tuple[str, ...]) -> list[Any]:

@@ -10,7 +10,8 @@ from msgspec import UNSET, Raw, UnsetType
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.messages.validate import check_tools
 from modelgate.protocols.typed_view import (
-    Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, present, sound,
+    Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, present, raw_fields,
+    sound,
 )
 
 
@@ -125,13 +126,8 @@ class MessagesRequest(View):
     workspace_id: Union[Raw, UnsetType] = UNSET
 
 
-# The top-level fields kept as JSON, each a piece `sound` checks.
-_RAW_FIELDS = ("thinking", "service_tier", "context_management", "output_config", "cache_control", "container",
-               "inference_geo", "speed", "mcp_servers", "compaction", "thread", "diagnostics", "user_profile_id",
-               "workspace_id")
-
-
 _decode = decoder(MessagesRequest)
+_RAW_FIELDS = raw_fields(MessagesRequest, but=("tools",))  # tools: checked_definitions
 
 
 def _blocks_sound(blocks: list, role: str, pieces: list[Raw]) -> bool:

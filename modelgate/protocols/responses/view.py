@@ -10,7 +10,7 @@ from msgspec import UNSET, Raw, UnsetType
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.responses.decode import check_tools
 from modelgate.protocols.typed_view import (
-    Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, sound,
+    Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, raw_fields, sound,
 )
 
 
@@ -107,13 +107,10 @@ class ResponsesRequest(View):
     top_logprobs: Union[Raw, UnsetType] = UNSET
 
 
-# The top-level fields kept as JSON, each a piece `sound` checks.
-_RAW_FIELDS = ("client_metadata", "access_programs", "background_options", "context_management", "image",
-               "max_tool_calls", "moderation", "prompt_cache_options", "prompt_cache_retention", "stream_options",
-               "top_logprobs")
-
-
 _decode = decoder(ResponsesRequest)
+_RAW_FIELDS = raw_fields(ResponsesRequest, but=("tools",))  # tools: checked_definitions
+
+
 def _item_sound(item: Item, pieces: list[Raw]) -> bool:
     """The rules of decode._check_item a type cannot say; collects the Raw pieces."""
     kind = item.type
