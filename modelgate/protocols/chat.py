@@ -573,15 +573,18 @@ class ChatStreamTap:
         return not self.client_wants_usage and not parsed.get("choices")
 
 
+_USAGE_OBJECT = (b'"usage":{', b'"usage": {')
+
+
 def _holds_usage(data: bytes) -> bool:
     """Whether `data` may hold a usage object (`_read_usage` decides)."""
-    return b'"usage":{' in data or b'"usage": {' in data
+    return any(mark in data for mark in _USAGE_OBJECT)
 
 
 # What makes a chat stream's event more than content: its end, an error, a usage object. With usage
 # asked for, OpenAI sends `"usage":null` in every chunk (API reference, ChatCompletionStreamOptions):
 # no mark, so such chunks keep the fast path.
-_MARKS = (b"[DONE]", b'"error"', b'"usage":{', b'"usage": {')
+_MARKS = (b"[DONE]", b'"error"', *_USAGE_OBJECT)
 
 
 def _first_mark(data: bytes) -> int:
