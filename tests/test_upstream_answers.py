@@ -393,3 +393,11 @@ def test_a_responses_upstream_failure_event_is_recognised_and_classified(event: 
     assert tap.error is not None
     error = stream_refusal(PASS_THROUGH["responses"], tap.error, {}, ENDPOINT)
     assert error.error_type is kind
+
+
+def test_messages_tap_reads_a_message_start_whose_message_is_not_an_object() -> None:
+    # Found by the fuzz test above: the tap must forward it (the client decides), not crash.
+    tap = CODECS["messages"].native_stream_tap({"model": "m"})
+    raw = b'event:message_start\ndata:{"message":1}\n\n'
+    assert tap.filter(raw) == raw
+    assert tap.usage is None

@@ -73,7 +73,8 @@ class MessagesStreamTap:
             if not isinstance(payload, dict):
                 continue
             if event == "message_start":
-                usage = (payload.get("message") or {}).get("usage")
+                message = payload.get("message")
+                usage = message.get("usage") if isinstance(message, dict) else None
             else:
                 usage = payload.get("usage")
                 delta = payload.get("delta")
