@@ -81,7 +81,9 @@ run: install
 	fi
 	$(VENV)/bin/modelgate serve
 
+# The type check first (pyproject.toml, [tool.mypy]): seconds, and it names the line.
 test: install console system-deps clients agent-clis
+	$(PY) -m mypy
 	$(PY) -m pytest
 
 bench: install

@@ -104,6 +104,11 @@ def _lister(columns: list) -> Callable[[argparse.Namespace, Any], None]:
     return show
 
 
+def _print_page(page: Any, columns: list) -> None:
+    print_table(page.items, columns)
+    print(f"({len(page.items)} of {page.total})")
+
+
 # --- handlers ----------------------------------------------------------------
 
 
@@ -325,8 +330,7 @@ async def blacklist_list(svc: Any, args: argparse.Namespace) -> None:
 async def calls_list(svc: Any, args: argparse.Namespace) -> None:
     page = await svc.call_log.query(api_key_id=args.key, model=args.model, status=args.status,
                                     trace_id=args.trace_id, limit=args.limit, offset=args.offset)
-    emit(args, page, lambda: (print_table(page.items, CALL_COLUMNS),
-                              print(f"({len(page.items)} of {page.total})")))
+    emit(args, page, lambda: _print_page(page, CALL_COLUMNS))
 
 
 TOKEN_COLUMNS = [("ID", _attr("id")), ("NAME", _attr("name")), ("PREFIX", _attr("prefix")), ("ROLE", _attr("role")),
@@ -357,7 +361,7 @@ async def token_revoke(svc: Any, args: argparse.Namespace) -> None:
 
 async def audit_list(svc: Any, args: argparse.Namespace) -> None:
     page = await svc.audit.query(actor=args.actor, action=args.action, limit=args.limit, offset=args.offset)
-    emit(args, page, lambda: (print_table(page.items, AUDIT_COLUMNS), print(f"({len(page.items)} of {page.total})")))
+    emit(args, page, lambda: _print_page(page, AUDIT_COLUMNS))
 
 
 def _config_env_names(data: Any) -> list[str]:
@@ -513,7 +517,7 @@ async def _with_services(settings: Settings, handler: Handler, args: argparse.Na
         announce = ConfigVersion(link).announce if link is not None else None
         changed: list[bool] = []
 
-        def on_change() -> object:
+        def on_change() -> Awaitable[None] | None:
             changed.append(True)
             return announce() if announce is not None else None
 

@@ -28,7 +28,7 @@ from modelgate.tracing import current_trace_id
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
-class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
+class BufferedStreamHandler(logging.StreamHandler):
     def __init__(self) -> None:
         stream = open(sys.stderr.fileno(), "w", buffering=1 << 16, encoding="utf-8", errors="backslashreplace",
                       closefd=False)
@@ -51,6 +51,8 @@ class BufferedStreamHandler(logging.StreamHandler):  # type: ignore[type-arg]
 class EscapingFormatter(logging.Formatter):
     """Control characters of the message are escaped: a client value with a newline cannot forge a
     line. The traceback, appended after the message, keeps its own lines."""
+
+    default_msec_format: str  # logging's own, never unset here
 
     def __init__(self, fmt: str = FORMAT) -> None:
         super().__init__(fmt)
@@ -142,7 +144,7 @@ def configure_logging(level: str, fmt: str = "text") -> None:
     """Idempotent: the server process and each of its workers call it."""
     # Our format shows no source location; skipping the stack walk that finds it is the
     # optimisation the logging documentation gives for this.
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

@@ -240,3 +240,17 @@ async def test_a_model_written_alias_equals_upstream_is_a_mapping_everywhere(api
     assert r.status_code == 201, r.text
     (model,) = r.json()["data"]["models"]
     assert (model["modelId"], model["upstreamModel"]) == ("fast", "gpt-4o-mini")
+
+
+async def test_every_capability_the_api_takes_applies_and_round_trips(api: Env) -> None:
+    # A reasoning model behind a chat-completions provider is marked `reasoning` (the API and the console
+    # take it); a file that says so, or the export of such a model, must apply as well.
+    svc: Services = api.services
+    data = yaml.safe_load(CONFIG)
+    data["channels"][1]["models"] = [{"id": "o-model", "capabilities": ["streaming", "functionCalling", "vision",
+                                                                       "reasoning"]}]
+    assert (await svc.declarative.apply(data, {"TEST_OPENAI_KEY": SECRET})).applied
+    exported = await svc.declarative.export()
+    assert exported["channels"][1]["models"][0]["capabilities"] == ["streaming", "functionCalling", "vision",
+                                                                     "reasoning"]
+    assert (await svc.declarative.apply(exported, {"TEST_OPENAI_KEY": SECRET})).changes == []

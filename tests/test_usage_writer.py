@@ -42,6 +42,21 @@ async def test_record_is_sync_and_flush_writes_all_columns(database, settings):
     assert (ev.event_type, ev.endpoint, ev.detail) == ("FAILOVER", "p1:k2", "to channel 5")
 
 
+async def test_an_event_with_unsafe_text_is_recorded_cleaned(database, settings):
+    # Event text can come from upstreams (error messages) and clients (model names): a NUL byte, a line
+    # break or an over-long value is stored escaped and cut to its column, and recording never raises.
+    writer = UsageWriter(database, settings)
+    event_in = ResilienceEventData("FAILOVER", endpoint="p1:k2", model="m\nforged line",
+                                   detail="upstream said \x00" + "x" * 5000)
+    writer.record_event(event_in)
+    assert await writer.flush() == 1
+    async with database.session() as s:
+        ev = (await s.execute(select(ResilienceEvent))).scalar_one()
+    assert ev.model.isprintable() and "\n" not in ev.model and ev.model.startswith("m")
+    assert "\x00" not in ev.detail and len(ev.detail) == 4000 and ev.detail.startswith("upstream said ")
+    assert event_in.detail.startswith("upstream said \x00")  # the caller's event is left as it was
+
+
 async def test_stop_drains_everything(database, settings):
     settings.usage.flush_interval_seconds = 3600  # only the stop can write
     settings.usage.batch_size = 10_000

@@ -9,6 +9,8 @@ Routes are declared without the /api/v1 prefix; the OpenAPI document is at
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import FastAPI
 from starlette.responses import HTMLResponse
 
@@ -39,7 +41,7 @@ from modelgate.services.stats import StatsService
 
 API_PREFIX = "/api/v1"
 
-_ERRORS = {
+_ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorEnvelope, "description": "VALIDATION_ERROR / BAD_REQUEST"},
     401: {"model": ShortError, "description": "UNAUTHORIZED: no or expired login session"},
     403: {"model": ShortError, "description": "ACCESS_DENIED: role insufficient or CSRF token missing"},

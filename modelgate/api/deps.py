@@ -52,9 +52,9 @@ async def current_session(request: Request) -> ActiveSession:
         identity = await state(request).services.admin_tokens.resolve(presented)
         if identity is None:
             raise unauthorized("Invalid, expired or revoked API token")
-        active = ActiveSession(identity.user, "", identity.expires_at, token_id=identity.token_id)
-        request.state.session = active
-        return active
+        token_session = ActiveSession(identity.user, "", identity.expires_at, token_id=identity.token_id)
+        request.state.session = token_session
+        return token_session
     token = request.cookies.get(COOKIE)
     active = await sessions(request).resolve(token) if token else None
     if active is None:

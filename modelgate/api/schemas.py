@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from modelgate.services import views
+from modelgate.services.channels import Capability
 
+# Views hold these as str; the services store no other values, so the `of()` methods cast.
 Role = Literal["ADMIN", "USER"]
-Capability = Literal["streaming", "functionCalling", "vision", "reasoning"]
 ModelState = Literal["ACTIVE", "DEPRECATED", "DISABLED"]
+KeyStatus = Literal["ENABLED", "DISABLED", "DELETED"]
 
 INT32_MAX = 2**31 - 1  # INTEGER columns on PostgreSQL; SQLite overflows at 2^63
 MAX_TEXT = 65_536  # any text value of a request body; fields have their own, smaller bounds
@@ -84,7 +86,8 @@ class UserOut(BaseModel):
 
     @classmethod
     def of(cls, u: views.UserView) -> UserOut:
-        return cls(id=u.id, username=u.username, role=u.role, enabled=u.enabled, createdAt=u.created_at)
+        return cls(id=u.id, username=u.username, role=cast(Role, u.role), enabled=u.enabled,
+                   createdAt=u.created_at)
 
 
 class SessionOut(BaseModel):
@@ -149,7 +152,7 @@ class ApiKeyOut(BaseModel):
     applicationId: int
     name: str
     prefix: str
-    status: Literal["ENABLED", "DISABLED", "DELETED"]
+    status: KeyStatus
     rateCapacity: float | None
     rateRefillPerSecond: float | None
     createdAt: datetime
@@ -157,7 +160,8 @@ class ApiKeyOut(BaseModel):
 
     @classmethod
     def of(cls, k: views.ApiKeyView) -> ApiKeyOut:
-        return cls(id=k.id, applicationId=k.application_id, name=k.name, prefix=k.prefix, status=k.status,
+        return cls(id=k.id, applicationId=k.application_id, name=k.name, prefix=k.prefix,
+                   status=cast(KeyStatus, k.status),
                    rateCapacity=k.rate_capacity, rateRefillPerSecond=k.rate_refill_per_second,
                    createdAt=k.created_at, lastUsedAt=k.last_used_at)
 
@@ -279,7 +283,8 @@ class ModelInstanceOut(BaseModel):
     @classmethod
     def of(cls, mi: views.ModelInstanceView) -> ModelInstanceOut:
         return cls(id=mi.id, channelId=mi.channel_id, modelId=mi.model_id, upstreamModel=mi.upstream_model,
-                   ownedBy=mi.owned_by, capabilities=mi.capabilities, state=mi.state,
+                   ownedBy=mi.owned_by, capabilities=cast(list[Capability], mi.capabilities),
+                   state=cast(ModelState, mi.state),
                    stateChangedAt=mi.state_changed_at, createdAt=mi.created_at)
 
 

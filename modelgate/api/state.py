@@ -13,7 +13,7 @@ from modelgate.routing.health import HealthCheckResult
 from modelgate.storage.db import Database
 
 if TYPE_CHECKING:
-    from modelgate.routing.breaker import BreakerRegistry
+    from modelgate.routing.breaker import Breakers
     from modelgate.services import Services
     from modelgate.shared.redis_link import RedisLink
 
@@ -32,7 +32,7 @@ class ManagementState:
     services: Services
     settings: Settings
     catalog: Catalog
-    breakers: BreakerRegistry | None = None  # None: breaker state is reported as unknown
+    breakers: Breakers | None = None  # None: breaker state is reported as unknown
     health_check: HealthCheck | None = None  # None: POST /channels/{id}/health-check answers 503
     clock: Callable[[], datetime] = utc_now  # wall clock (UTC); tests move it by hand
     session_ttl_seconds: float = 12 * 3600.0

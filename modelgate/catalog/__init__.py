@@ -121,20 +121,20 @@ class Catalog:
         self._kind_default: dict[str, PriceMatch] = {}
         self._global: dict[str, PriceMatch] = {}
         for provider in data.providers:
-            plan = self.default_plan(provider.kind)
-            if plan is None:
+            default = self.default_plan(provider.kind)
+            if default is None:
                 continue
             index: dict[str, PriceMatch] = {}
-            for m in plan.models:
-                match = PriceMatch(provider.kind, plan.planCode, m.id, m.input, m.output, plan.currency)
+            for m in default.models:
+                match = PriceMatch(provider.kind, default.planCode, m.id, m.input, m.output, default.currency)
                 for name in (m.id, *m.aliases):
                     index.setdefault(name, match)
                     self._global.setdefault(name, match)
             self._by_kind[provider.kind] = index
-            if plan.defaultPrice is not None:
+            if default.defaultPrice is not None:
                 self._kind_default[provider.kind] = PriceMatch(
-                    provider.kind, plan.planCode, "*", plan.defaultPrice.input, plan.defaultPrice.output,
-                    plan.currency,
+                    provider.kind, default.planCode, "*", default.defaultPrice.input,
+                    default.defaultPrice.output, default.currency,
                 )
 
     def _expand_derived(self) -> None:

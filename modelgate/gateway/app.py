@@ -12,7 +12,7 @@ import orjson
 from modelgate import errors
 from modelgate.config import Settings, load_settings
 from modelgate.gateway import metrics
-from modelgate.gateway.asgi import Receive, Scope, Send, send_bytes, send_error
+from modelgate.gateway.asgi import Message, Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
 from modelgate.gateway.messages_extras import MessagesExtras
 from modelgate.gateway.runtime import Runtime
@@ -186,7 +186,7 @@ class _SettleChanges:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
 
-        async def send_settled(message: dict[str, Any]) -> None:
+        async def send_settled(message: Message) -> None:
             if message["type"] == "http.response.start":
                 try:
                     await self.settle()

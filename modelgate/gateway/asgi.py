@@ -7,13 +7,16 @@ stack cost more per call than the whole of our own work (measured in bench/).
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
 
 from modelgate.errors import GatewayError, error_body, invalid_request
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+# The ASGI types, as Starlette spells them: its apps and ours wrap each other.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
 
 JSON = b"application/json"
 SSE_HEADERS = [

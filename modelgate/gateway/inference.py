@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -351,7 +352,7 @@ class _Call:
 
     __slots__ = ("h", "codec", "body", "answer", "model", "ctx", "client_headers", "clock")
 
-    def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: dict[str, Any], model: str,
+    def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: Mapping[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
         self.h = handler
         self.codec = codec

@@ -92,7 +92,7 @@ class MessagesExtras:
 
     async def _provider_count(self, ctx: CallContext, route: Route, endpoint: Endpoint, body: dict[str, Any],
                               client_headers: dict[str, str]) -> int:
-        adapter = get_kind(route.provider_kind).adapter
+        adapter: Any = get_kind(route.provider_kind).adapter  # one that counts: _count checked parse_count
         if adapter.wire == messages.NATIVE_WIRE:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:

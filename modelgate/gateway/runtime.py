@@ -11,7 +11,7 @@ import resource
 import socket
 import time
 import weakref
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import aiohttp
 from sqlalchemy import select, text
@@ -27,6 +27,7 @@ from modelgate.protocols import sse
 from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.mock import MOCK_UPSTREAM
 from modelgate.providers.registry import get_kind
+from modelgate.routing.breaker import BreakerRegistry
 from modelgate.routing.events import Clock, EventType, LoopClock, SystemClock
 from modelgate.routing.executor import Executor
 from modelgate.routing.lifecycle import ModelProbe, adapter_lister
@@ -137,7 +138,7 @@ class Runtime:
         self.settings = settings
         self.clock = clock
         self.snapshot = Snapshot()
-        self.limiter = TokenBucketLimiter(settings.gateway.rate_limit)
+        self.limiter: TokenBucketLimiter | RedisTokenBucketLimiter = TokenBucketLimiter(settings.gateway.rate_limit)
         upstream = settings.upstream
         # `sock_connect`, not `connect`: aiohttp's `connect` includes waiting for a pooled
         # connection, a local wait that must never count as an upstream failure.
@@ -170,7 +171,8 @@ class Runtime:
         if settings.redis_url:
             self.link = RedisLink(settings)
             self.config_version = ConfigVersion(self.link)
-            self.limiter = RedisTokenBucketLimiter(self.link, settings.gateway.rate_limit, self.limiter)
+            local_limiter = cast(TokenBucketLimiter, self.limiter)  # this process's own until now
+            self.limiter = RedisTokenBucketLimiter(self.link, settings.gateway.rate_limit, local_limiter)
         self.schedule = Schedule(self.link, self.db)
         # Its own engine: short deadlines, and a pool that management queries cannot exhaust.
         self.writer_db = Database.from_settings(settings, timeout=settings.usage.db_timeout_seconds)
@@ -180,7 +182,8 @@ class Runtime:
         self.shared_breakers: SharedBreakers | None = None
         self.shared_cooldowns: SharedCooldowns | None = None
         if self.link is not None:  # one gateway across workers and instances
-            self.shared_breakers = self.executor.breakers = SharedBreakers(self.executor.breakers, self.link)
+            local = cast(BreakerRegistry, self.executor.breakers)  # the executor's own until now
+            self.shared_breakers = self.executor.breakers = SharedBreakers(local, self.link)
             self.shared_cooldowns = SharedCooldowns(self.executor.failover, self.link, self.shared_breakers.channel)
             if self.executor.lifecycle is not None:
                 self.executor.lifecycle.shared = SharedNotFoundCounts(self.link, settings.gateway.lifecycle)

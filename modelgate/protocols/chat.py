@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -17,7 +17,9 @@ from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
+    ImagePart,
     Message,
+    Part,
     StopReason,
     StreamEnd,
     StreamError,
@@ -318,7 +320,7 @@ class ChatCodec:
                         system_cache[len(system)] = part.cache
                     system.append(part.text)
             elif role == "user":
-                messages.append(Message("user", text_parts(content)))
+                messages.append(Message("user", cast(list[Part], text_parts(content))))
             elif role == "assistant":
                 parts: list[Any] = []
                 reasoning = message.get("reasoning_content")
@@ -330,7 +332,8 @@ class ChatCodec:
                     parts.append(ToolCall(call["id"], function["name"], function.get("arguments") or "{}"))
                 messages.append(Message("assistant", parts))
             else:
-                result = ToolResult(message["tool_call_id"], text_parts(content))
+                content_parts = cast(list[TextPart | ImagePart], text_parts(content))
+                result = ToolResult(message["tool_call_id"], content_parts)
                 if messages and messages[-1].role == "tool":
                     messages[-1].parts.append(result)  # parallel tool results form one turn
                 else:
@@ -409,7 +412,7 @@ class ChatCodec:
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_openai(body.get("usage"))
 
-    def native_stream_tap(self, body: dict[str, Any]) -> "ChatStreamTap":
+    def native_stream_tap(self, body: Mapping[str, Any]) -> "ChatStreamTap":
         options = body.get("stream_options") or {}
         return ChatStreamTap(client_wants_usage=bool(options.get("include_usage")), model=body.get("model"))
 
@@ -566,7 +569,9 @@ class ChatStreamTap:
             parsed = orjson.loads(event.data) if event is not None else None
         except orjson.JSONDecodeError:
             return False
-        usage = chunk_usage(parsed) if isinstance(parsed, dict) else None
+        if not isinstance(parsed, dict):
+            return False
+        usage = chunk_usage(parsed)
         if usage is None:
             return False
         self.usage = usage

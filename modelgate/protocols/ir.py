@@ -121,10 +121,13 @@ class Tool:
     cache: CacheMark = None
 
 
+ToolChoiceMode = Literal["auto", "none", "required", "tool"]
+
+
 @dataclass(slots=True)
 class ToolChoice:
     # auto: model decides; none: no tools; required: some tool; tool: the named one
-    mode: Literal["auto", "none", "required", "tool"]
+    mode: ToolChoiceMode
     name: str | None = None
     parallel: bool | None = None  # None = protocol default (parallel allowed)
 

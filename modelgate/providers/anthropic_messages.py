@@ -304,9 +304,10 @@ def _error_fields(body: bytes) -> tuple[str | None, str]:
     error = data.get("error") if isinstance(data, dict) else None
     if not isinstance(error, dict):
         return None, ""
-    vendor_type = error.get("type") if isinstance(error.get("type"), str) else None
-    message = error.get("message") if isinstance(error.get("message"), str) else ""
-    return vendor_type, message
+    vendor_type = error.get("type")
+    message = error.get("message")
+    return (vendor_type if isinstance(vendor_type, str) else None,
+            message if isinstance(message, str) else "")
 
 
 # --- stream ------------------------------------------------------------------------
@@ -371,7 +372,8 @@ class AnthropicStreamDecoder:
             return
         if kind == "error":
             error = payload.get("error") if isinstance(payload.get("error"), dict) else {}
-            message = error.get("message") if isinstance(error.get("message"), str) else "Anthropic stream error"
+            raw_message = error.get("message")
+            message = raw_message if isinstance(raw_message, str) else "Anthropic stream error"
             # Mid-stream errors carry no HTTP status; 500 only matters for unknown types.
             err = classify_fields(500, error.get("type"), message, {})
             self._ended = True
@@ -437,7 +439,7 @@ class AnthropicStreamDecoder:
 
 class AnthropicMessagesAdapter:
     wire = NATIVE_WIRE
-    answer_fields = ("content",)
+    answer_fields: tuple[str, ...] = ("content",)
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         body = messages_body(req, upstream_model)

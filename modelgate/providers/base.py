@@ -281,14 +281,13 @@ class GuardedDecoder:
 def _check_types(event: StreamEvent) -> None:
     """A value of the wrong JSON type that a decoder copied into an event (`"text": 5`) is an
     unreadable chunk here, not a crash of the client's encoder after the guard."""
-    kind = type(event)
-    if kind is TextDelta:
+    if isinstance(event, TextDelta):
         ok = type(event.text) is str
-    elif kind is ThinkingDelta:
+    elif isinstance(event, ThinkingDelta):
         ok = type(event.text) is str and (event.signature is None or type(event.signature) is str)
-    elif kind is ToolCallDelta:
+    elif isinstance(event, ToolCallDelta):
         ok = type(event.index) is int and type(event.arguments) is str
-    elif kind is ToolCallStart:
+    elif isinstance(event, ToolCallStart):
         ok = type(event.index) is int and type(event.id) is str and type(event.name) is str
     else:
         return

@@ -300,7 +300,7 @@ _PROFILE_PREFIX = re.compile(r"^(us|us-gov|eu|apac|jp|au|ca|global)\.")
 
 class BedrockAdapter:
     wire = "bedrock-converse"
-    answer_fields = ("output",)
+    answer_fields: tuple[str, ...] = ("output",)
 
     async def prepare(self, endpoint: Endpoint) -> None:
         chain = _chain(endpoint)
@@ -481,9 +481,9 @@ class BedrockStreamDecoder:
                 if delta["text"]:
                     out.append(TextDelta(delta["text"]))
             elif "toolUse" in delta:
-                index = self._tools.get(data.get("contentBlockIndex", 0))
-                if index is not None and delta["toolUse"].get("input"):
-                    out.append(ToolCallDelta(index, delta["toolUse"]["input"]))
+                call_index = self._tools.get(data.get("contentBlockIndex", 0))
+                if call_index is not None and delta["toolUse"].get("input"):
+                    out.append(ToolCallDelta(call_index, delta["toolUse"]["input"]))
             elif "reasoningContent" in delta:
                 reasoning = delta["reasoningContent"]
                 if reasoning.get("redactedContent"):

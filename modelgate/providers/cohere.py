@@ -165,7 +165,7 @@ def _message(body: bytes) -> str:
 
 class CohereAdapter:
     wire = "cohere"
-    answer_fields = ("message",)
+    answer_fields: tuple[str, ...] = ("message",)
 
     def _base(self, endpoint: Endpoint) -> str:
         return (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
@@ -280,9 +280,9 @@ class CohereStreamDecoder:
                 out.append(ToolCallDelta(index, fn["arguments"]))
         elif kind == "tool-call-delta":
             args = ((delta.get("tool_calls") or {}).get("function") or {}).get("arguments")
-            index = self._tool_index.get(obj.get("index", -1))
-            if args and index is not None:
-                out.append(ToolCallDelta(index, args))
+            call_index = self._tool_index.get(obj.get("index", -1))
+            if args and call_index is not None:
+                out.append(ToolCallDelta(call_index, args))
         elif kind == "message-end":
             end = obj.get("delta") or {}
             self._ended = True

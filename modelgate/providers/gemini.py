@@ -368,7 +368,7 @@ def _stop_reason(finish: str | None, has_tool_calls: bool, blocked: bool) -> Sto
 
 class GeminiAdapter:
     wire = "gemini"
-    answer_fields = ("candidates", "promptFeedback")
+    answer_fields: tuple[str, ...] = ("candidates", "promptFeedback")
 
     def _url(self, endpoint: Endpoint, upstream_model: str, method: str) -> str:
         base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")

@@ -87,19 +87,20 @@ def _example(schema: Any) -> Any:
         return "mock"
     if "enum" in schema and isinstance(schema["enum"], list) and schema["enum"]:
         return schema["enum"][0]
-    kind = schema.get("type")
+    kind: Any = schema.get("type")  # any JSON value
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), "string")
     if kind == "object" or "properties" in schema:
-        props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+        properties = schema.get("properties")
+        props = properties if isinstance(properties, dict) else {}
         required = [r for r in schema.get("required") or [] if isinstance(r, str)]
         return {name: _example(props.get(name)) for name in required}
     return {"integer": 1, "number": 1, "boolean": True, "array": [], "null": None}.get(kind, "mock")
 
 
 def _chosen_tool(body: dict[str, Any]) -> dict[str, Any] | None:
-    tools = [t.get("function") for t in body.get("tools") or [] if isinstance(t, dict)
-             and isinstance(t.get("function"), dict)]
+    tools = [function for t in body.get("tools") or [] if isinstance(t, dict)
+             and isinstance(function := t.get("function"), dict)]
     choice = body.get("tool_choice", "auto")
     if not tools or choice == "none":
         return None

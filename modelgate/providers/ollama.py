@@ -186,7 +186,7 @@ def classify_message(status: int, message: str, headers: Mapping[str, str]) -> U
 
 class OllamaAdapter:
     wire = "ollama"
-    answer_fields = ("message",)
+    answer_fields: tuple[str, ...] = ("message",)
 
     def _base(self, endpoint: Endpoint) -> str:
         return (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")

@@ -240,7 +240,7 @@ def abnormal_finish(error_type: ErrorType, reason: str) -> UpstreamError:
 
 class OpenAIChatAdapter:
     wire = "openai-chat"
-    answer_fields = ("choices",)
+    answer_fields: tuple[str, ...] = ("choices",)
     chat_path = "/chat/completions"
     # Provider finish reasons beyond OpenAI's (set per kind in the registry); unknown ones mean stop.
     finish_reasons: Mapping[str, Finish] = {}

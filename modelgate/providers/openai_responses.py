@@ -24,7 +24,7 @@ class ResponsesPassThrough:
     the auth headers and the error classification."""
 
     wire = WIRE
-    answer_fields = ("output",)  # a response object always has its `output` list
+    answer_fields: tuple[str, ...] = ("output",)  # a response object always has its `output` list
 
     def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str]) -> None:
         self.chat = chat

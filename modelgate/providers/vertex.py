@@ -40,7 +40,7 @@ def _claude(model: str) -> bool:
 
 class VertexAdapter:
     wire = "vertex"
-    answer_fields = ("content", "candidates", "promptFeedback")  # a Claude message or a Gemini answer
+    answer_fields: tuple[str, ...] = ("content", "candidates", "promptFeedback")  # a Claude message or a Gemini answer
 
     async def prepare(self, endpoint: Endpoint) -> None:
         await _credentials(endpoint).prepare()

@@ -23,6 +23,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from modelgate.config import BreakerSettings
 from modelgate.errors import ErrorType, UpstreamError
@@ -118,6 +119,28 @@ def trip_reason(settings: BreakerSettings, consecutive: int, calls: int, failure
     if calls >= settings.min_calls and failures / calls >= settings.failure_rate:
         return f"failure rate {failures}/{calls} within {settings.window_seconds:g}s"
     return None
+
+
+class Breakers(Protocol):
+    """What the executor and the console use of the breakers: this process's (BreakerRegistry) or,
+    with Redis, the deployment's (shared.breakers.SharedBreakers)."""
+
+    async def admit(self, endpoint_id: str, ctx: EventContext | None = None) -> bool: ...
+
+    def release(self, endpoint_id: str) -> None: ...
+
+    def allows_retry(self, endpoint_id: str) -> bool: ...
+
+    def record(self, endpoint_id: str, err: UpstreamError | None, ctx: EventContext | None = None) -> None: ...
+
+    def retry_after(self, endpoint_id: str) -> float: ...
+
+    def states(self) -> dict[str, BreakerStatus]: ...
+
+    async def view(self, endpoint_ids: list[str]) -> dict[str, BreakerStatus]: ...
+
+    def force_recover(self, endpoint_id: str, detail: str = "forced by an administrator",
+                      emit: bool = True) -> BreakerState: ...
 
 
 class BreakerRegistry:

@@ -32,7 +32,7 @@ from modelgate import errors
 from modelgate.config import Settings
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.providers.base import Endpoint
-from modelgate.routing.breaker import BreakerRegistry, EventContext
+from modelgate.routing.breaker import BreakerRegistry, Breakers, EventContext
 from modelgate.routing.events import (
     Clock,
     EventSink,
@@ -91,7 +91,7 @@ class Executor:
         self.sink = sink or NullSink()
         rng = rng or random.Random()
         self.retry = RetryPolicies(gateway.retry, rng)
-        self.breakers = BreakerRegistry(gateway.breaker, self.clock, self.sink)
+        self.breakers: Breakers = BreakerRegistry(gateway.breaker, self.clock, self.sink)
         self.failover = FailoverPlanner(gateway.failover, self.clock, rng)
         self.lifecycle = (
             LifecycleMonitor(gateway.lifecycle, self.clock, deprecate, self.sink) if deprecate else None

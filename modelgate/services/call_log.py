@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from sqlalchemy import ColumnElement
 
 from modelgate.services.context import ServiceContext
 from modelgate.services.views import CallLogView, Page, newest_first
@@ -41,7 +42,7 @@ class CallLogService:
 
         `application_ids` restricts the rows to those applications (a USER's own); None = all.
         """
-        conditions = []
+        conditions: list[ColumnElement[bool]] = []
         if application_ids is not None:
             conditions.append(CallLog.application_id.in_(application_ids or [-1]))
         if api_key_id is not None:

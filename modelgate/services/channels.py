@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
 from sqlalchemy import select
 
@@ -14,7 +16,8 @@ from modelgate.storage.models import Channel, ModelInstance, Provider
 
 # `reasoning`: a reasoning model behind a chat-completions provider whatever its name
 # (`max_completion_tokens`, `reasoning_effort`); OpenAI's and Azure's o-series and gpt-5 are known by name.
-CAPABILITIES = ("streaming", "functionCalling", "vision", "reasoning")
+Capability = Literal["streaming", "functionCalling", "vision", "reasoning"]
+CAPABILITIES: tuple[str, ...] = get_args(Capability)
 STATES = ("ACTIVE", "DEPRECATED", "DISABLED")
 # Every adapter can stream, so a model reached through the gateway streams unless told otherwise.
 DEFAULT_CAPABILITIES = ["streaming"]
@@ -151,7 +154,7 @@ class ChannelService:
         async with self.ctx.change() as s:
             await s.delete(await fetch(s, Channel, ref, "channel"))
 
-    async def add_models(self, ref: int | str, models: list[str | dict[str, Any]]) -> ChannelView:
+    async def add_models(self, ref: int | str, models: builtins.list[str | dict[str, Any]]) -> ChannelView:
         specs = _specs(models)
         async with self.ctx.change() as s:
             channel = await fetch(s, Channel, ref, "channel")
@@ -164,7 +167,7 @@ class ChannelService:
             view = ChannelView.of(channel)
         return view
 
-    async def set_models(self, ref: int | str, models: list[str | dict[str, Any]]) -> ChannelView:
+    async def set_models(self, ref: int | str, models: builtins.list[str | dict[str, Any]]) -> ChannelView:
         """Replace the model list. Kept models keep their id and state; given fields are updated."""
         specs = _specs(models)
         async with self.ctx.change() as s:
@@ -175,18 +178,18 @@ class ChannelService:
                 if mi.model_id not in wanted:
                     channel.models.remove(mi)
             for spec in specs:
-                mi = by_id.get(spec["model_id"])
-                if mi is None:
+                kept = by_id.get(spec["model_id"])
+                if kept is None:
                     channel.models.append(_instance(spec))
                     continue
                 for field in ("upstream_model", "owned_by", "capabilities"):
                     if field in spec:
-                        setattr(mi, field, spec[field])
+                        setattr(kept, field, spec[field])
             await s.flush()
             view = ChannelView.of(channel)
         return view
 
-    async def remove_models(self, ref: int | str, model_ids: list[str]) -> ChannelView:
+    async def remove_models(self, ref: int | str, model_ids: builtins.list[str]) -> ChannelView:
         async with self.ctx.change() as s:
             channel = await fetch(s, Channel, ref, "channel")
             by_id = {mi.model_id: mi for mi in channel.models}
@@ -233,7 +236,7 @@ class ModelInstanceService:
         *,
         state: str | None = None,
         owned_by: str | None = None,
-        capabilities: list[str] | None = None,
+        capabilities: Sequence[str] | None = None,
         upstream_model: str | None = None,
     ) -> ModelInstanceView:
         """`owned_by=""` clears the label (the provider kind is shown again)."""

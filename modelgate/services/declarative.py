@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -21,10 +22,9 @@ from sqlalchemy import select
 
 from modelgate.errors import validation_error
 from modelgate.services.blacklist import normalize_cidr
-from modelgate.services.channels import DEFAULT_CAPABILITIES
+from modelgate.services.channels import DEFAULT_CAPABILITIES, Capability
 from modelgate.storage.models import Provider, ProviderKey
 
-Capability = Literal["streaming", "functionCalling", "vision"]
 _ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -195,8 +195,8 @@ class DeclarativeService:
             name = spec.name
             if current is None:
                 changes.append(Change(f"+ provider {name} (kind {spec.kind}, {base_url})",
-                                      lambda s=spec, u=base_url: svc.create(s.name, s.kind, base_url=u,
-                                                                            options=s.options, enabled=s.enabled)))
+                                      partial(svc.create, spec.name, spec.kind, base_url=base_url,
+                                              options=spec.options, enabled=spec.enabled)))
                 for label, secret, enabled in wanted_keys:
                     changes.append(Change(f"+ upstream key {label} of provider {name}",
                                           self._add_key(name, secret, label, enabled)))
@@ -204,7 +204,7 @@ class DeclarativeService:
             if current.kind != spec.kind:
                 raise validation_error(f"configuration: provider {name!r} exists with kind {current.kind!r}; "
                                        "a provider's kind cannot change (use another name)")
-            diffs = {}
+            diffs: dict[str, tuple[Any, Any]] = {}
             if current.base_url != base_url:
                 diffs["base_url"] = (current.base_url, base_url)
             if current.options != spec.options:
@@ -214,7 +214,7 @@ class DeclarativeService:
             if diffs:
                 changes.append(Change(
                     f"~ provider {name}: " + ", ".join(f"{k} {_show(a)} -> {_show(b)}" for k, (a, b) in diffs.items()),
-                    lambda n=name, d=diffs: svc.update(n, **{k: b for k, (_, b) in d.items()})))
+                    partial(svc.update, name, **{k: b for k, (_, b) in diffs.items()})))
             by_label = {k.label: k for k in stored.get(current.id, [])}
             for label, secret, enabled in wanted_keys:
                 have = by_label.get(label)
@@ -226,8 +226,7 @@ class DeclarativeService:
                                           self._replace_key(name, have.id, secret, label, enabled)))
                 elif have.enabled != enabled:
                     changes.append(Change(f"~ upstream key {label} of provider {name}: enabled {have.enabled} -> "
-                                          f"{enabled}", lambda n=name, i=have.id, e=enabled:
-                                          svc.set_key_enabled(n, i, e)))
+                                          f"{enabled}", partial(svc.set_key_enabled, name, have.id, enabled)))
         return changes
 
     def _add_key(self, provider: str, secret: str, label: str, enabled: bool) -> Callable[[], Awaitable[Any]]:
@@ -264,8 +263,8 @@ class DeclarativeService:
                 specs = [self._model_dict(m) for m in models]
                 changes.append(Change(
                     f"+ channel {name} on {spec.provider}: " + (", ".join(_model_text(m) for m in models) or "no models"),
-                    lambda s=spec, m=specs: svc.create(s.name, s.provider, m, priority=s.priority, weight=s.weight,
-                                                       enabled=s.enabled)))
+                    partial(svc.create, spec.name, spec.provider, specs, priority=spec.priority,
+                            weight=spec.weight, enabled=spec.enabled)))
                 continue
             diffs = {}
             if current.provider_name != spec.provider:
@@ -276,16 +275,16 @@ class DeclarativeService:
             if diffs:
                 changes.append(Change(
                     f"~ channel {name}: " + ", ".join(f"{k} {_show(a)} -> {_show(b)}" for k, (a, b) in diffs.items()),
-                    lambda n=name, d=diffs: svc.update(n, **{k: b for k, (_, b) in d.items()})))
+                    partial(svc.update, name, **{k: b for k, (_, b) in diffs.items()})))
             have = {m.model_id: m for m in current.models}
             missing = [m for m in models if m.id not in have]
             if missing:
                 changes.append(Change(f"+ models of channel {name}: " + ", ".join(_model_text(m) for m in missing),
-                                      lambda n=name, m=[self._model_dict(x) for x in missing]: svc.add_models(n, m)))
+                                      partial(svc.add_models, name, [self._model_dict(x) for x in missing])))
             extra = [mid for mid in have if mid not in ids]
             if extra:
                 changes.append(Change(f"- models of channel {name}: " + ", ".join(extra),
-                                      lambda n=name, e=extra: svc.remove_models(n, e)))
+                                      partial(svc.remove_models, name, extra)))
             for m in models:
                 instance = have.get(m.id)
                 if instance is None:
@@ -301,7 +300,7 @@ class DeclarativeService:
                     changes.append(Change(
                         f"~ model {m.id} of channel {name}: " + ", ".join(
                             f"{k} {_show(getattr(instance, k))} -> {_show(v)}" for k, v in update.items()),
-                        lambda i=instance.id, u=update: self.svc.models.update(i, **u)))
+                        partial(self.svc.models.update, instance.id, **update)))
         return changes
 
     @staticmethod
@@ -330,11 +329,11 @@ class DeclarativeService:
             live_keys: dict[str, Any] = {}
             if current is None:
                 changes.append(Change(f"+ application {name} (timeout {timeout:g}s)",
-                                      lambda s=spec, t=timeout: svc.create(s.name, description=s.description,
-                                                                           timeout_seconds=t, enabled=s.enabled)))
+                                      partial(svc.create, spec.name, description=spec.description,
+                                              timeout_seconds=timeout, enabled=spec.enabled)))
                 authorised: set[str] = set()
             else:
-                diffs = {}
+                diffs: dict[str, tuple[Any, Any]] = {}
                 if current.description != spec.description:
                     diffs["description"] = (current.description, spec.description)
                 if current.timeout_seconds != timeout:
@@ -345,17 +344,17 @@ class DeclarativeService:
                     changes.append(Change(
                         f"~ application {name}: " + ", ".join(f"{k} {_show(a)} -> {_show(b)}"
                                                                for k, (a, b) in diffs.items()),
-                        lambda n=name, d=diffs: svc.update(n, **{k: b for k, (_, b) in d.items()})))
+                        partial(svc.update, name, **{k: b for k, (_, b) in diffs.items()})))
                 by_id = {v: k for k, v in channels.items()}
                 authorised = {by_id[c] for c in current.channel_ids if c in by_id}
                 live_keys = {k.name: k for k in await self.svc.api_keys.list(current.id) if k.name}
             for channel in spec.channels:
                 if channel not in authorised:
                     changes.append(Change(f"+ application {name} may use channel {channel}",
-                                          lambda n=name, c=channel: svc.authorize_channel(n, c)))
+                                          partial(svc.authorize_channel, name, channel)))
             for channel in sorted(authorised - set(spec.channels)):
                 changes.append(Change(f"- application {name} may no longer use channel {channel}",
-                                      lambda n=name, c=channel: svc.revoke_channel(n, c)))
+                                      partial(svc.revoke_channel, name, channel)))
             for key in spec.keys:
                 have = live_keys.get(key.name)
                 if have is None:
@@ -366,8 +365,8 @@ class DeclarativeService:
                         f"~ key {key.name} of application {name}: rate limit "
                         f"{_show(have.rate_capacity)}/{_show(have.rate_refill_per_second)} -> "
                         f"{_show(key.rateCapacity)}/{_show(key.rateRefillPerSecond)}",
-                        lambda i=have.id, k=key: self.svc.api_keys.update_rate_limit(i, k.rateCapacity,
-                                                                                       k.rateRefillPerSecond)))
+                        partial(self.svc.api_keys.update_rate_limit, have.id, key.rateCapacity,
+                                key.rateRefillPerSecond)))
         return changes
 
     def _create_key(self, app: str, key: KeySpec, created: list[CreatedKey]) -> Callable[[], Awaitable[Any]]:
@@ -385,7 +384,7 @@ class DeclarativeService:
             if cidr not in have:
                 have.add(cidr)
                 changes.append(Change(f"+ blacklist {cidr}" + (f" ({spec.reason})" if spec.reason else ""),
-                                      lambda c=cidr, r=spec.reason: self.svc.blacklist.add(c, reason=r)))
+                                      partial(self.svc.blacklist.add, cidr, reason=spec.reason)))
         return changes
 
     # --- export ----------------------------------------------------------------------
@@ -447,12 +446,12 @@ class DeclarativeService:
             for k in await self.svc.api_keys.list(a.id):
                 if not k.name:
                     continue  # only named keys can be matched again by apply
-                key: dict[str, Any] = {"name": k.name}
+                named_key: dict[str, Any] = {"name": k.name}
                 if k.rate_capacity is not None:
-                    key["rateCapacity"] = k.rate_capacity
+                    named_key["rateCapacity"] = k.rate_capacity
                 if k.rate_refill_per_second is not None:
-                    key["rateRefillPerSecond"] = k.rate_refill_per_second
-                keys.append(key)
+                    named_key["rateRefillPerSecond"] = k.rate_refill_per_second
+                keys.append(named_key)
             if keys:
                 entry["keys"] = keys
             applications.append(entry)

@@ -10,11 +10,11 @@ the provider kind that served the call. Models the catalog does not know cost
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from sqlalchemy import Date, case, cast, func, select
+from sqlalchemy import Date, Row, case, cast, func, select
 
 from modelgate.catalog import Catalog
 from modelgate.errors import validation_error
@@ -67,7 +67,7 @@ class StatsService:
 
     async def _rows(
         self, first: date, last: date, application_ids: list[int] | None, by_day: bool
-    ) -> tuple[list[Any], dict[tuple[int, str], str]]:
+    ) -> tuple[Sequence[Row[Any]], dict[tuple[int, str], str]]:
         """Aggregated rows, and (channel id, model id) -> upstream model for pricing them."""
         day = self._day_expr().label("day")
         errors = func.sum(case((CallLog.status >= 400, 1), else_=0))

@@ -122,7 +122,7 @@ class UserService:
         password = generate_password()
         try:
             async with self.ctx.tx() as s:
-                if (await s.scalar(select(func.count()).select_from(User))) > 0:
+                if (await s.scalar(select(func.count()).select_from(User)) or 0) > 0:
                     return None
                 s.add(User(username="admin", password_hash=passwords.hash_password(password), role="ADMIN"))
         except GatewayError as err:

@@ -4,7 +4,7 @@ except `CreatedApiKey.plaintext`, which exists once, at creation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, overload
 from datetime import UTC, datetime
 
 from sqlalchemy import and_, func, or_, select
@@ -13,6 +13,10 @@ from modelgate.errors import validation_error
 from modelgate.storage import models as m
 
 
+@overload
+def as_utc(value: datetime) -> datetime: ...
+@overload
+def as_utc(value: datetime | None) -> datetime | None: ...
 def as_utc(value: datetime | None) -> datetime | None:
     """SQLite hands back naive datetimes; every stored time is UTC."""
     if value is None or value.tzinfo is not None:

@@ -28,6 +28,7 @@ class RedisUnavailable(Exception):
 def redis_client(settings: Settings, *, for_pubsub: bool = False) -> Any:
     import redis.asyncio as aioredis
 
+    assert settings.redis_url is not None, "a Redis client is made only when REDIS_URL is set"
     timeout = settings.redis_timeout_seconds
     return aioredis.from_url(
         settings.redis_url,

@@ -91,30 +91,32 @@ async def load_snapshot(db: Database, box: SecretBox, settings: Settings) -> Sna
 
     secrets_of: dict[int, list[tuple[int, str]]] = defaultdict(list)
     undecryptable: list[int] = []
-    for r in provider_keys:
+    for key in provider_keys:
         try:
-            secrets_of[r.provider_id].append((r.id, box.decrypt(r.secret_encrypted)))
+            secrets_of[key.provider_id].append((key.id, box.decrypt(key.secret_encrypted)))
         except DecryptionError:
-            undecryptable.append(r.id)
+            undecryptable.append(key.id)
     if undecryptable:  # calling upstreams without their keys would be worse than keeping the last view
         raise mismatch(undecryptable)
 
     endpoints_of: dict[int, tuple[Endpoint, ...]] = {}
     kind_of: dict[int, str] = {}
-    for r in provider_rows:
-        kind = KINDS.get(r.kind)
+    for provider in provider_rows:
+        kind = KINDS.get(provider.kind)
         if kind is None:
-            log.error("provider %s has unknown kind %r; its channels are not routable", r.id, r.kind)
+            log.error("provider %s has unknown kind %r; its channels are not routable",
+                      provider.id, provider.kind)
             continue
-        options = MappingProxyType(dict(r.options or {}))
-        keys = secrets_of.get(r.id, [])
+        options = MappingProxyType(dict(provider.options or {}))
+        keys = secrets_of.get(provider.id, [])
         if not keys and not kind.needs_key(options):
             keys = [(0, "")]
-        endpoints_of[r.id] = tuple(
-            Endpoint(f"p{r.id}:k{key_id}", r.id, key_id, r.kind, r.base_url, secret, options)
+        endpoints_of[provider.id] = tuple(
+            Endpoint(f"p{provider.id}:k{key_id}", provider.id, key_id, provider.kind, provider.base_url, secret,
+                     options)
             for key_id, secret in keys
         )
-        kind_of[r.id] = r.kind
+        kind_of[provider.id] = provider.kind
 
     routes_by_model: dict[str, list[Route]] = defaultdict(list)
     for r in instance_rows:

@@ -30,11 +30,12 @@ import logging
 import sqlite3
 import time
 from collections import deque
+from dataclasses import replace
 from datetime import datetime
 from itertools import chain
 from operator import attrgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import orjson
 from prometheus_client import Counter, Gauge
@@ -49,6 +50,9 @@ from modelgate.storage import journal as journals
 from modelgate.storage.call_record import FIELD_NAMES, CallRecord, last_resort, sanitise
 from modelgate.storage.db import Database
 from modelgate.storage.models import ApiKey, CallLog, ResilienceEvent
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 __all__ = ["CallRecord", "UsageWriter"]
 
@@ -69,6 +73,12 @@ ROWS_REPLAYED = Counter("modelgate_call_log_rows_replayed_total",
 MAX_BACKOFF_SECONDS = 5.0
 EVENT_TEXT_LIMITS = {"trace_id": 36, "endpoint": 64, "model": 128, "error_type": 32, "event_type": 32}
 EVENT_DETAIL_LIMIT = 4000
+
+
+# Declarative types `__table__` as any FromClause; these models map plain tables.
+CALL_LOG_TABLE = cast(Table, CallLog.__table__)
+RESILIENCE_EVENTS_TABLE = cast(Table, ResilienceEvent.__table__)
+API_KEYS_TABLE = cast(Table, ApiKey.__table__)
 
 
 class DatabaseUnavailable(Exception):
@@ -97,13 +107,15 @@ def _row_error(exc: BaseException) -> bool:
 
 
 def _sanitise_event(event: ResilienceEventData) -> ResilienceEventData:
+    changes: dict[str, Any] = {}
     for name, limit in EVENT_TEXT_LIMITS.items():
         value = getattr(event, name)
         if value is not None and (len(value) > limit or not value.isprintable()):
-            setattr(event, name, shown(value, limit))
+            changes[name] = shown(value, limit)
     if len(event.detail) > EVENT_DETAIL_LIMIT or "\x00" in event.detail:
-        event.detail = event.detail.replace("\x00", "\\x00")[:EVENT_DETAIL_LIMIT]
-    return event
+        changes["detail"] = event.detail.replace("\x00", "\\x00")[:EVENT_DETAIL_LIMIT]
+    # The event is frozen: a sanitised one is a copy.
+    return replace(event, **changes) if changes else event
 
 
 class _Queue:
@@ -144,19 +156,20 @@ class UsageWriter:
         self.timeout = usage.db_timeout_seconds
         self.shutdown_seconds = usage.shutdown_flush_seconds
         limit = max(1, max_pending if max_pending is not None else usage.max_pending_rows)
-        self._calls = _Queue(CallLog.__table__, limit)
-        self._events = _Queue(ResilienceEvent.__table__, limit)
+        self._calls = _Queue(CALL_LOG_TABLE, limit)
+        self._events = _Queue(RESILIENCE_EVENTS_TABLE, limit)
         self.journal_root = Path(settings.data_dir) / "call-journal"
         self.journal = journals.CallJournal(self.journal_root, usage.journal_max_bytes) if usage.journal else None
         self._journal_behind = False  # rows left memory but are in our own closed journal segments
+        dialect_insert: Callable[[Table], sqlite.Insert | postgresql.Insert]
         if db.is_sqlite:
             dialect_insert = sqlite_insert
         else:  # imported only here: the PostgreSQL dialect costs a SQLite worker 2.4 MB
             from sqlalchemy.dialects.postgresql import insert as dialect_insert
         dialect = db.transaction_engine.dialect
         self._insert_calls = _PreparedInsert(
-            dialect_insert(CallLog.__table__).on_conflict_do_nothing(index_elements=["trace_id"]), FIELD_NAMES, dialect)
-        self._insert_events = _PreparedInsert(insert(ResilienceEvent.__table__), EVENT_FIELD_NAMES, dialect)
+            dialect_insert(CALL_LOG_TABLE).on_conflict_do_nothing(index_elements=["trace_id"]), FIELD_NAMES, dialect)
+        self._insert_events = _PreparedInsert(insert(RESILIENCE_EVENTS_TABLE), EVENT_FIELD_NAMES, dialect)
         self._wake = asyncio.Event()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -491,7 +504,7 @@ class _PreparedInsert:
 
 # Built once: a statement built per batch (`in_()` over the batch's key ids) left SQLAlchemy's clones of
 # it in memory, about 2 KB per batch in the writer thread (10 MB after a few minutes of soak).
-_MARK_KEYS_USED = (update(ApiKey.__table__).where(ApiKey.__table__.c.id == bindparam("key_id"))
+_MARK_KEYS_USED = (update(API_KEYS_TABLE).where(API_KEYS_TABLE.c.id == bindparam("key_id"))
                    .values(last_used_at=bindparam("used")))
 
 # A journal line is the row's values as a JSON array in FIELD_NAMES order: a third of the bytes of

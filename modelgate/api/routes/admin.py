@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import cast
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
@@ -38,9 +39,9 @@ class ApiTokenOut(BaseModel):
 
     @classmethod
     def of(cls, t: AdminTokenView) -> ApiTokenOut:
-        return cls(id=t.id, name=t.name, prefix=t.prefix, role=t.role, userId=t.user_id, createdBy=t.created_by,
-                   createdAt=t.created_at, expiresAt=t.expires_at, lastUsedAt=t.last_used_at,
-                   revokedAt=t.revoked_at)
+        return cls(id=t.id, name=t.name, prefix=t.prefix, role=cast(Role, t.role), userId=t.user_id,
+                   createdBy=t.created_by, createdAt=t.created_at, expiresAt=t.expires_at,
+                   lastUsedAt=t.last_used_at, revokedAt=t.revoked_at)
 
 
 class CreatedApiTokenOut(BaseModel):

@@ -99,12 +99,10 @@ async def call_logs(
 ) -> Response:
     allowed = await owned_application_ids(mg, session)
     service: CallLogService = mg.services.call_log
-    ids: list[int] | None = None
-    if allowed is not None or applicationId is not None:
-        # Scoped to applications: a USER sees their own applications' calls only.
-        ids = allowed if allowed is not None else [applicationId]
-        if applicationId is not None:
-            ids = [applicationId] if applicationId in ids else []
+    # Scoped to applications: a USER sees their own applications' calls only.
+    ids = allowed
+    if applicationId is not None:
+        ids = [applicationId] if allowed is None or applicationId in allowed else []
     page = await service.query(application_ids=ids, api_key_id=keyId, model=model, status=status, trace_id=traceId,
                                since=since, until=until, limit=limit, offset=offset, before_id=beforeId)
     return ok(request, CallLogPage(items=[CallLogOut.of(r) for r in page.items], total=page.total,

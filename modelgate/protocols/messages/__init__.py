@@ -84,5 +84,5 @@ class MessagesCodec:
     def native_usage(self, body: dict[str, Any]) -> Usage:
         return usage_from_vendor(body.get("usage"))
 
-    def native_stream_tap(self, body: dict[str, Any]) -> MessagesStreamTap:
+    def native_stream_tap(self, body: Mapping[str, Any]) -> MessagesStreamTap:
         return MessagesStreamTap(body.get("model"))

@@ -28,7 +28,7 @@ from modelgate.protocols.messages.wire import cache_mark
 # Vendor-defined client tools: the client runs them, the vendor only knows their input schema.
 # On conversion they become function tools with that schema, as the vendor documents it
 # (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/bash-tool and .../text-editor-tool).
-_BASH_SCHEMA = {
+_BASH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "description": "The bash command to run. Required unless the tool is being restarted."},
@@ -36,7 +36,7 @@ _BASH_SCHEMA = {
     },
 }
 _EDITOR_COMMANDS = ["view", "create", "str_replace", "insert"]
-_EDITOR_SCHEMA = {
+_EDITOR_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "command": {"type": "string", "enum": _EDITOR_COMMANDS, "description": "The command to run."},
@@ -146,7 +146,7 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
         if out and out[-1].role == turn:
             out[-1].parts.append(part)
         else:
-            out.append(Message(turn, [part]))  # type: ignore[arg-type]
+            out.append(Message(turn, [part]))
     return out
 
 
@@ -185,9 +185,12 @@ def thinking_budget(body: dict[str, Any]) -> int | None:
     """`thinking` as an IR budget: `enabled` its budget_tokens, `adaptive` -1 (the model decides),
     `disabled` 0; None when the request does not say."""
     thinking = body.get("thinking")
-    kind = thinking.get("type") if isinstance(thinking, dict) else None
-    if kind == "enabled" and is_int(thinking.get("budget_tokens")) and thinking["budget_tokens"] > 0:
-        return thinking["budget_tokens"]
+    if not isinstance(thinking, dict):
+        return None
+    kind = thinking.get("type")
+    budget = thinking.get("budget_tokens")
+    if kind == "enabled" and is_int(budget) and budget > 0:
+        return budget
     return {"adaptive": -1, "disabled": 0}.get(kind)  # type: ignore[arg-type]
 
 

@@ -91,7 +91,7 @@ class MessagesStreamEncoder:
         if self.started:
             return
         self.started = True
-        message = {
+        message: dict[str, Any] = {
             "id": message_id(upstream_id),
             "type": "message",
             "role": "assistant",

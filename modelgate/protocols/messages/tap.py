@@ -57,9 +57,9 @@ class MessagesStreamTap:
             if b"message_" not in raw and b"error" not in raw:
                 continue
             frame = sse.parse_event(raw)
-            event = frame.event if frame is not None else None
-            if event not in self._WATCHED:
+            if frame is None or frame.event not in self._WATCHED:
                 continue
+            event = frame.event
             if event == "message_stop":
                 self.finished = True
                 continue

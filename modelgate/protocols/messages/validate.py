@@ -3,7 +3,7 @@ each refusal names the field, in the spec's 7.2 shape."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeGuard
 
 from modelgate import errors
 from modelgate.protocols.base import Headers
@@ -26,7 +26,7 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

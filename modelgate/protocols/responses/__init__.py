@@ -62,5 +62,5 @@ class ResponsesCodec:
     def keepalive(self) -> bytes:
         return KEEPALIVE
 
-    def native_stream_tap(self, body: dict[str, Any]) -> ResponsesStreamTap:
+    def native_stream_tap(self, body: Mapping[str, Any]) -> ResponsesStreamTap:
         return ResponsesStreamTap(body["model"])

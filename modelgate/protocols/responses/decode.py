@@ -8,7 +8,7 @@ itself (pass-through). On conversion those are a clear 400. See docs/conversion.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from modelgate.errors import GatewayError, invalid_request
 from modelgate.protocols.ir import (
@@ -21,6 +21,7 @@ from modelgate.protocols.ir import (
     Tool,
     ToolCall,
     ToolChoice,
+    ToolChoiceMode,
     ToolResult,
 )
 from modelgate.protocols.responses.encode import FOREIGN_ENCRYPTED_CONTENT, GATEWAY_SIGNATURE
@@ -238,7 +239,7 @@ def _tool_choice(body: dict[str, Any]) -> tuple[ToolChoice | None, set[str] | No
     if choice is None:
         return (ToolChoice("auto", parallel=parallel) if parallel is not None else None), None
     if isinstance(choice, str):
-        return ToolChoice(choice, parallel=parallel), None
+        return ToolChoice(cast(ToolChoiceMode, choice), parallel=parallel), None  # validate let only modes through
     kind = choice["type"]
     if kind == "function":
         return ToolChoice("tool", choice["name"], parallel), None
