@@ -12,11 +12,13 @@ import re
 import anthropic
 import httpx
 import orjson
+import pydantic
 import pytest
 from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 
 from tests.fakes.anthropic_upstream import API_KEY, error_body
+from tests.fakes.openai_upstream import arguments_for
 
 MID_BETA = "mid-conversation-system-2026-04-07"
 CLAUDE_CODE_BETAS = f"claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,{MID_BETA}"
@@ -301,6 +303,43 @@ async def test_vendor_client_tools_become_function_tools_on_chat_upstreams(gatew
     assert editor["required"] == ["command", "path"]
     assert editor["properties"]["command"]["enum"] == ["view", "create", "str_replace", "insert"]
     assert {b.name for b in msg.content if b.type == "tool_use"} == {"bash", "str_replace_based_edit_tool"}
+
+
+class Weather(pydantic.BaseModel):
+    city: str
+    celsius: int
+
+
+def _structured_answer(body: dict) -> tuple[str | None, list, str]:
+    """As OpenAI answers a `response_format` json_schema request: JSON of that schema."""
+    fmt = body.get("response_format") or {}
+    if fmt.get("type") != "json_schema":
+        return "not JSON", [], "stop"
+    return orjson.dumps(arguments_for(fmt["json_schema"]["schema"])).decode(), [], "stop"
+
+
+async def test_structured_output_of_the_sdk_reaches_a_chat_upstream_as_its_response_format(gateway, openai_upstream):
+    # The SDK's messages.parse sends output_config.format; a chat upstream takes the same schema as
+    # response_format json_schema, and the SDK parses the answer into the caller's type.
+    wired = await chat_channel(gateway, openai_upstream)
+    openai_upstream.script = _structured_answer
+    parsed = await sdk(gateway, wired.key).messages.parse(
+        model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "weather in Paris?"}],
+        output_format=Weather)
+    sent = openai_upstream.last.json()["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["name"]
+    assert set(sent["json_schema"]["schema"]["properties"]) == {"city", "celsius"}
+    assert parsed.parsed_output == Weather(**arguments_for(sent["json_schema"]["schema"]))
+
+
+async def test_a_malformed_output_format_is_refused_on_conversion(gateway, openai_upstream):
+    wired = await chat_channel(gateway, openai_upstream)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await sdk(gateway, wired.key).messages.create(
+            model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "hi"}],
+            extra_body={"output_config": {"format": {"type": "xml"}}})
+    assert caught.value.response.json()["error"]["message"].startswith("output_config.format")
+    assert openai_upstream.requests == []
 
 
 async def test_computer_use_tool_is_refused_on_conversion(gateway, openai_upstream):

@@ -44,7 +44,7 @@ def _last_user_text(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
+def arguments_for(schema: dict[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for name, prop in (schema.get("properties") or {}).items():
         kind = prop.get("type")
@@ -137,7 +137,7 @@ class FakeOpenAI(FakeUpstream):
             calls = [
                 {"id": f"call_{i}", "type": "function",
                  "function": {"name": t["function"]["name"],
-                              "arguments": orjson.dumps(_arguments_for(t["function"].get("parameters") or {})).decode()}}
+                              "arguments": orjson.dumps(arguments_for(t["function"].get("parameters") or {})).decode()}}
                 for i, t in enumerate(tools)
             ]
             return None, calls, "tool_calls"
@@ -262,7 +262,7 @@ class FakeOpenAI(FakeUpstream):
         elif tools and text.startswith("call tool") and body.get("tool_choice") != "none":
             return [{"id": f"fc_{i}", "type": "function_call", "status": "completed", "call_id": f"call_{i}",
                      "name": t["name"],
-                     "arguments": orjson.dumps(_arguments_for(t.get("parameters") or {})).decode()}
+                     "arguments": orjson.dumps(arguments_for(t.get("parameters") or {})).decode()}
                     for i, t in enumerate(tools)]
         else:
             reply = f"Echo: {text}"

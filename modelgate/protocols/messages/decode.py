@@ -181,6 +181,19 @@ def reasoning_effort(body: dict[str, Any]) -> str | None:
     return "low" if budget < 4096 else "medium" if budget < 16384 else "high"
 
 
+def response_format(body: dict[str, Any]) -> dict[str, Any] | None:
+    """`output_config.format` (structured outputs; the SDK's `messages.parse`) as the IR's response
+    format, in the chat form. Without `strict`: OpenAI's strict mode refuses schemas the vendor takes
+    (a property left out of `required`)."""
+    output_config = body.get("output_config")
+    fmt = output_config.get("format") if isinstance(output_config, dict) else None
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise errors.invalid_request("output_config.format: must be {type: 'json_schema', schema: {...}}")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
+
+
 def thinking_budget(body: dict[str, Any]) -> int | None:
     """`thinking` as an IR budget: `enabled` its budget_tokens, `adaptive` -1 (the model decides),
     `disabled` 0; None when the request does not say."""
@@ -236,4 +249,5 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         stream=bool(body.get("stream", False)),
         thinking_effort=reasoning_effort(body),  # type: ignore[arg-type]
         thinking_budget=thinking_budget(body),
+        response_format=response_format(body),
     )
