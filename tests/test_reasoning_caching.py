@@ -95,6 +95,25 @@ def test_messages_cache_control_becomes_ir_cache_marks():
     assert ir.messages[2].parts == [ToolResult("toolu_1", [TextPart("a.py b.py")], cache="5m")]
 
 
+def test_top_level_cache_control_marks_the_last_block_that_takes_one():
+    # Automatic caching (the SDK's top-level `cache_control`): the vendor puts the breakpoint on the last
+    # cacheable block in prompt order (tools, system, messages); thinking blocks take none.
+    request = agent_request(cache_control={"type": "ephemeral", "ttl": "1h"})
+    request["messages"][-1]["content"][0].pop("cache_control")
+    request["messages"].append({"role": "assistant", "content": [
+        {"type": "text", "text": "Two files."}, {"type": "thinking", "thinking": "done", "signature": "sig"}]})
+    ir = messages.to_ir(request)
+    text, thinking = ir.messages[-1].parts
+    assert text.cache == "1h" and isinstance(thinking, ThinkingPart)
+    assert ir.messages[-2].parts[0].cache is None and ir.messages[0].parts[0].cache == "5m"  # others as sent
+    explicit = messages.to_ir(agent_request(cache_control=EPHEMERAL | {"ttl": "1h"}))
+    assert explicit.messages[-1].parts[0].cache == "5m"  # the block's own mark stays
+    no_turns = messages.to_ir({"model": "m", "max_tokens": 5, "system": "rules", "cache_control": EPHEMERAL,
+                               "messages": [{"role": "user", "content": [
+                                   {"type": "thinking", "thinking": "t", "signature": "s"}]}]})
+    assert no_turns.system_cache == {0: "5m"}
+
+
 def test_mid_conversation_system_cache_marks_survive_hoisting():
     ir = messages.to_ir({"model": "m", "max_tokens": 5, "system": "first", "messages": [
         {"role": "user", "content": "hi"},
@@ -457,6 +476,19 @@ async def test_claude_code_style_turns_through_bedrock_keep_cache_and_signed_thi
     assert [(r.cache_write_tokens > 0, r.cache_read_tokens > 0) for r in rows] == [(True, False), (False, True)]
     assert rows[0].cache_write_tokens == first.usage.cache_creation_input_tokens
     assert rows[1].cache_read_tokens == second.usage.cache_read_input_tokens
+
+
+async def test_automatic_caching_of_the_sdk_reaches_bedrock_as_a_cache_point(gateway, fake_bedrock):
+    wired = await gateway.wire(fake_bedrock.base_url, [{"model_id": "claude", "upstream_model": CLAUDE}],
+                               kind="aws-bedrock", upstream_keys=(fake_bedrock.api_key,), name="bedrock")
+    client = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+    await client.messages.create(model="claude", max_tokens=100, cache_control={"type": "ephemeral"},
+                                 system="You are a coding agent.",
+                                 messages=[{"role": "user", "content": "List the files."}])
+    sent = fake_bedrock.bodies[-1]
+    assert converse_problems(sent) == ""
+    assert sent["messages"][-1]["content"] == [{"text": "List the files."}, {"cachePoint": {"type": "default"}}]
+    assert sent["system"] == [{"text": "You are a coding agent."}]
 
 
 async def test_openai_sdk_cache_control_parts_reach_an_anthropic_upstream(gateway, anthropic_upstream):

@@ -217,6 +217,22 @@ def thinking_field(budget: int | None) -> dict[str, Any] | None:
     return {"type": "enabled", "budget_tokens": budget} if budget else {"type": "disabled"}
 
 
+def _mark_last_block(mark: str, messages: list[Message], system: list[str], system_cache: dict[int, str],
+                     tools: list[Tool]) -> None:
+    """Top-level `cache_control` (automatic caching): the vendor puts the breakpoint on the last block
+    that can take one, in prompt order (tools, system, messages); thinking takes none. A mark the
+    client set on that block itself stays."""
+    for message in reversed(messages):
+        for part in reversed(message.parts):
+            if not isinstance(part, ThinkingPart):
+                part.cache = part.cache or mark
+                return
+    if system:
+        system_cache.setdefault(len(system) - 1, mark)
+    elif tools:
+        tools[-1].cache = tools[-1].cache or mark
+
+
 def to_ir(body: dict[str, Any]) -> ChatRequest:
     system = body.get("system")
     system_cache: dict[int, str] = {}
@@ -232,6 +248,8 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
     for i, msg in enumerate(body["messages"]):
         messages.extend(_decode_message(i, msg))
     tools = [tool for i, t in enumerate(body.get("tools") or []) if (tool := _ir_tool(t, f"tools.{i}")) is not None]
+    if (mark := cache_mark(body)) is not None:
+        _mark_last_block(mark, messages, system_list, system_cache, tools)
     metadata = body.get("metadata") or {}
     return ChatRequest(
         model=body["model"],
