@@ -424,3 +424,20 @@ async def test_bare_tool_name_choice_reaches_a_chat_upstream_in_object_form(gate
     resp = await raw_post(gateway, {"authorization": f"Bearer {wired.key}"}, body)
     assert resp.status_code == 200, resp.text
     assert openai_upstream.last.json()["tool_choice"] == {"type": "function", "function": {"name": "get_weather"}}
+
+
+@pytest.mark.parametrize("resets", [0, 1])
+async def test_a_streamed_body_off_the_typed_view_keeps_its_stream_options(gateway, openai_upstream, resets):
+    # A field the typed view does not know (a vendor's extension) sends the body down the codec's own
+    # path; on pass-through its tree is then shed. The stream tap (usage asked for or not) and a retried
+    # attempt (the upstream reset the first connection) still read the client's stream_options.
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    openai_upstream.reset_next = resets
+    stream = await client(gateway, wired.key).chat.completions.create(
+        model="gpt-test", messages=[{"role": "user", "content": "one two"}], stream=True,
+        stream_options={"include_usage": True}, extra_body={"vendor_extension": {"mode": "fast"}})
+    chunks = [chunk async for chunk in stream]
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: one two"
+    assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
+    sent = openai_upstream.last.json()
+    assert sent["stream_options"] == {"include_usage": True} and sent["vendor_extension"] == {"mode": "fast"}

@@ -102,15 +102,17 @@ SHED_RAW = orjson.dumps({
 })
 
 
-def test_a_shed_body_holds_its_bytes_and_its_scalars() -> None:
+def test_a_shed_body_holds_its_bytes_and_its_small_values() -> None:
+    # What the gateway reads after the tree is gone stays: the scalars, and flat objects such as
+    # stream_options (the stream tap, a retried request). The conversation and the tools go.
     from modelgate.protocols.body import NOT_DECODED, shed
 
     lean = shed(ClientBody(orjson.loads(SHED_RAW), SHED_RAW))
     assert lean.raw is SHED_RAW and lean.partial
     sent = orjson.loads(SHED_RAW)
-    scalars = ("model", "stream", "temperature", "max_tokens", "user")
-    assert {name: lean[name] for name in scalars} == {name: sent[name] for name in scalars}
-    assert all(lean[name] is NOT_DECODED for name in ("messages", "tools", "stream_options"))
+    small = ("model", "stream", "temperature", "max_tokens", "user", "stream_options")
+    assert {name: lean[name] for name in small} == {name: sent[name] for name in small}
+    assert all(lean[name] is NOT_DECODED for name in ("messages", "tools"))
 
 
 def test_a_shed_body_is_decoded_again_and_forwarded_as_sent() -> None:

@@ -76,16 +76,25 @@ def whole(body: Mapping[str, Any]) -> Any:
 _SCALARS = (str, bool, int, float, type(None))
 
 
+def _small(value: Any) -> bool:
+    """A scalar, or an object of scalars (`stream_options`, `metadata`): what the gateway reads after
+    the tree is gone (the stream tap, a retry's request), and nothing worth freeing."""
+    if type(value) in _SCALARS:
+        return True
+    return type(value) is dict and all(type(item) in _SCALARS for item in value.values())
+
+
 def shed(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A partial body of a whole one: its bytes and its top-level scalars (model, stream, ...), the
-    rest NOT_DECODED. `body` itself when it is partial or has no bytes, or when validate rewrote one
-    of its fields: its bytes no longer say what it holds."""
+    """A partial body of a whole one: its bytes and its small top-level values (model, stream,
+    stream_options, ...), the rest (the conversation, the tools) NOT_DECODED. `body` itself when it is
+    partial or has no bytes, or when validate rewrote one of its fields: its bytes no longer say what
+    it holds."""
     if not isinstance(body, ClientBody) or body.partial or body.raw is None:
         return body
     received = body.received
     if len(body) != len(received) or len(_kept(body, body)) != len(received):
         return body
-    fields = {name: value if type(value) in _SCALARS else NOT_DECODED for name, value in received.items()}
+    fields = {name: value if _small(value) else NOT_DECODED for name, value in received.items()}
     return ClientBody(fields, body.raw, partial=True)
 
 
