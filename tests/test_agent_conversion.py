@@ -52,6 +52,15 @@ def test_budget_and_effort_map_to_reasoning_effort():
     assert effort(thinking={"type": "disabled"}) is None and effort() is None
 
 
+def test_a_thinking_setting_of_no_known_form_asks_for_nothing():
+    # Validate leaves `thinking` to the vendor (pass-through forwards it); a conversion that cannot
+    # read it converts without reasoning rather than failing (an unhashable `type` raised TypeError: 500).
+    base = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    for thinking in ({"type": {"a": 1}}, {"type": []}, {"type": "someday"}, {"type": "enabled"}, 5, []):
+        ir = messages.to_ir({**base, "thinking": thinking})
+        assert (ir.thinking_budget, ir.thinking_effort) == (None, None), thinking
+
+
 def test_reasoning_families_by_name():
     for name in ("o1", "o3-mini", "o4-mini-2025-04-16", "gpt-5", "gpt-5-mini", "gpt-5.1", "openai/o3"):
         assert is_reasoning_family(name), name

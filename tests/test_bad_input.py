@@ -8,8 +8,12 @@ from typing import Any
 
 import httpx
 
+# Shaped like agents' requests: the fields the gateway reads beyond the conversation (streaming options,
+# reasoning, output format, cache marks) are where a mutation reaches code paths the rest does not.
 CHAT = {
     "model": "gpt-test", "max_tokens": 20, "temperature": 0.5, "stop": ["x"], "seed": 1,
+    "stream": True, "stream_options": {"include_usage": True}, "reasoning_effort": "low",
+    "response_format": {"type": "json_object"}, "metadata": {"k": "v"},
     "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}],
     "tool_choice": "auto",
     "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"},
@@ -18,13 +22,25 @@ CHAT = {
                  {"role": "tool", "tool_call_id": "c1", "content": "r"}],
 }
 MESSAGES = {
-    "model": "gpt-test", "max_tokens": 20, "system": "s", "stop_sequences": ["x"],
+    "model": "gpt-test", "max_tokens": 20, "system": "s", "stop_sequences": ["x"], "stream": False,
+    "thinking": {"type": "enabled", "budget_tokens": 1024}, "metadata": {"user_id": "u"},
+    "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": {"type": "object"}}},
+    "cache_control": {"type": "ephemeral"},
     "tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "auto"},
     "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
                  {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
                  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"},
                                               {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                                            "data": "iVBORw0KGgo="}}]}],
+}
+RESPONSES = {
+    "model": "gpt-test", "instructions": "s", "max_output_tokens": 20, "stream": False, "store": False,
+    "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}], "tool_choice": "auto",
+    "text": {"format": {"type": "json_schema", "name": "o", "schema": {"type": "object"}}},
+    "reasoning": {"effort": "low", "summary": "auto"}, "include": ["reasoning.encrypted_content"],
+    "input": [{"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+              {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+              {"type": "function_call_output", "call_id": "c1", "output": "r"}],
 }
 def _deep(levels: int) -> Any:
     node: Any = 0
@@ -75,6 +91,7 @@ async def test_mutated_bodies_get_spec_shaped_errors_never_500(gateway, openai_u
             for path, base, headers in (
                 ("/v1/chat/completions", CHAT, {"authorization": f"Bearer {wired.key}"}),
                 ("/alt/v1/messages", MESSAGES, {"x-api-key": wired.key, "alt-version": "2023-06-01"}),
+                ("/v1/responses", RESPONSES, {"authorization": f"Bearer {wired.key}"}),
             ):
                 body = mutate(base, rng)
                 resp = await http.post(path, headers=headers, json=body)

@@ -194,9 +194,12 @@ def response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
 
 
+_BUDGETS = {"adaptive": -1, "disabled": 0}
+
+
 def thinking_budget(body: dict[str, Any]) -> int | None:
     """`thinking` as an IR budget: `enabled` its budget_tokens, `adaptive` -1 (the model decides),
-    `disabled` 0; None when the request does not say."""
+    `disabled` 0; None when the request does not say (or says what is not one of these)."""
     thinking = body.get("thinking")
     if not isinstance(thinking, dict):
         return None
@@ -204,7 +207,7 @@ def thinking_budget(body: dict[str, Any]) -> int | None:
     budget = thinking.get("budget_tokens")
     if kind == "enabled" and is_int(budget) and budget > 0:
         return budget
-    return {"adaptive": -1, "disabled": 0}.get(kind)  # type: ignore[arg-type]
+    return _BUDGETS.get(kind) if isinstance(kind, str) else None
 
 
 def thinking_field(budget: int | None) -> dict[str, Any] | None:
