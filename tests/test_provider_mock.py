@@ -134,3 +134,17 @@ def test_answer_without_user_text_and_stream_without_usage():
     text, call, _ = answer({"model": "m", "messages": [{"role": "user", "content": "a"}], "tool_choice": "none",
                             "tools": [WEATHER_TOOL]})
     assert call is None and text.endswith(": a")
+
+
+def test_a_tool_schema_of_any_shape_gets_an_answer():
+    # Tool schemas reach the mock as the client wrote them (validate checks only that they are objects):
+    # a `type` or `required` of another JSON type gives a placeholder value, never an exception.
+    for parameters, expected in (
+        ({"type": "object", "properties": {"a": {"type": {"x": 1}}, "b": {"type": ["null", "integer"]}},
+          "required": ["a", "b"]}, {"a": "mock", "b": 1}),
+        ({"type": "object", "properties": {"a": {"type": "string"}}, "required": 5}, {}),
+        ({"type": "object", "properties": {"a": {"type": [[]]}}, "required": ["a", 7]}, {"a": "mock"}),
+    ):
+        tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+        _, call, _ = answer({"model": "m", "messages": [{"role": "user", "content": "a"}], "tools": [tool]})
+        assert json.loads(call["function"]["arguments"]) == expected, parameters

@@ -81,6 +81,9 @@ def _content_text(content: Any) -> str:
     return ""
 
 
+_EXAMPLES = {"integer": 1, "number": 1, "boolean": True, "array": [], "null": None}
+
+
 def _example(schema: Any) -> Any:
     """A value that satisfies a simple JSON schema: required properties filled in."""
     if not isinstance(schema, dict):
@@ -93,9 +96,10 @@ def _example(schema: Any) -> Any:
     if kind == "object" or "properties" in schema:
         properties = schema.get("properties")
         props = properties if isinstance(properties, dict) else {}
-        required = [r for r in schema.get("required") or [] if isinstance(r, str)]
-        return {name: _example(props.get(name)) for name in required}
-    return {"integer": 1, "number": 1, "boolean": True, "array": [], "null": None}.get(kind, "mock")
+        required = schema.get("required")
+        names = [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        return {name: _example(props.get(name)) for name in names}
+    return _EXAMPLES.get(kind, "mock") if isinstance(kind, str) else "mock"
 
 
 def _chosen_tool(body: dict[str, Any]) -> dict[str, Any] | None:
