@@ -336,7 +336,7 @@ async def test_call_log_cursor_pages_match_offset_pages_without_skipping_rows(ap
     """`beforeId` pages read any depth through the created_at index (no OFFSET scan), ties included."""
     from datetime import timedelta
 
-    from sqlalchemy import event, text
+    from sqlalchemy import event
 
     writer = UsageWriter(api.state.db, api.state.settings)
     for i in range(23):  # groups of three rows share a timestamp: the cursor must order ties by id

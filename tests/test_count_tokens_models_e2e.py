@@ -12,7 +12,6 @@ from sqlalchemy import select
 from modelgate.gateway import token_estimate
 from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
 from modelgate.providers.bedrock import BedrockAdapter
-from modelgate.providers.gemini import GeminiAdapter
 from modelgate.storage.models import CallLog, ModelInstance
 from tests.fakes.anthropic_upstream import API_KEY, error_body
 from tests.fakes.bedrock_upstream import FakeBedrock

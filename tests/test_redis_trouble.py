@@ -6,7 +6,6 @@ bucket, one log line per change of state, and shared state again once Redis is b
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 

@@ -7,7 +7,6 @@ Each test uses its own Redis key prefix (removed after) and skips when Redis is 
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import subprocess
 import sys

@@ -401,3 +401,20 @@ def test_messages_tap_reads_a_message_start_whose_message_is_not_an_object() -> 
     raw = b'event:message_start\ndata:{"message":1}\n\n'
     assert tap.filter(raw) == raw
     assert tap.usage is None
+
+
+USAGE_KEYS = st.sampled_from(["prompt_tokens", "completion_tokens", "prompt_tokens_details", "cached_tokens",
+                              "input_tokens", "output_tokens", "cache_read_input_tokens",
+                              "cache_creation_input_tokens", "input_tokens_details", "cache_write_tokens"])
+USAGES = json_values | st.dictionaries(USAGE_KEYS, json_values | st.dictionaries(USAGE_KEYS, json_values))
+
+
+@pytest.mark.parametrize("protocol", sorted(CODECS))
+@FUZZ
+@given(usage=USAGES)
+def test_a_pass_through_answers_usage_of_any_shape_counts_without_raising(protocol: str, usage: object) -> None:
+    # Pass-through reads the usage of the answer it forwards with no decoder's guard around it: a count of
+    # the wrong type (a list, a string, a negative number) counts 0 instead of a 500 for the whole call.
+    counts = CODECS[protocol].native_usage({"usage": usage})
+    values = (counts.input_tokens, counts.output_tokens, counts.cache_read_tokens, counts.cache_write_tokens)
+    assert all(type(value) is int and value >= 0 for value in values)

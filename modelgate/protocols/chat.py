@@ -37,6 +37,7 @@ from modelgate.protocols.ir import (
     ToolResult,
     Usage,
     UsageUpdate,
+    token_count,
 )
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
@@ -192,11 +193,11 @@ def _tool_choice_to_ir(choice: Any, parallel: Any) -> ToolChoice | None:
 def usage_from_openai(usage: Any) -> Usage:
     if not isinstance(usage, dict):
         return Usage()
-    details = usage.get("prompt_tokens_details") or {}
+    details = usage.get("prompt_tokens_details")
     return Usage(
-        input_tokens=int(usage.get("prompt_tokens") or 0),
-        output_tokens=int(usage.get("completion_tokens") or 0),
-        cache_read_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+        input_tokens=token_count(usage.get("prompt_tokens")),
+        output_tokens=token_count(usage.get("completion_tokens")),
+        cache_read_tokens=token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
     )
 
 

@@ -132,8 +132,21 @@ class ToolChoice:
     parallel: bool | None = None  # None = protocol default (parallel allowed)
 
 
+def token_count(value: Any) -> int:
+    """An upstream's token count as the IR keeps it: a whole number of tokens (some servers send 12.0);
+    a missing, negative or non-numeric value counts 0. Usage is read on every path, pass-through
+    included, where no decoder's guard catches a failure: it never raises."""
+    if type(value) is int:
+        return value if value > 0 else 0
+    if type(value) is float and 0 < value < float("inf"):
+        return int(value)
+    return 0
+
+
 @dataclass(slots=True)
 class Usage:
+    """Token counts, the prompt's counting cached tokens too. Read from an upstream with `token_count`."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0

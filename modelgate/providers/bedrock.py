@@ -53,6 +53,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    token_count,
     vendor_signature,
 )
 from modelgate.protocols.messages import thinking_field
@@ -245,11 +246,11 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
 
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
     usage = usage or {}
-    cache_read = int(usage.get("cacheReadInputTokens") or 0)
-    cache_write = int(usage.get("cacheWriteInputTokens") or 0)
+    cache_read = token_count(usage.get("cacheReadInputTokens"))
+    cache_write = token_count(usage.get("cacheWriteInputTokens"))
     # inputTokens excludes cached tokens; the IR counts the whole prompt as input (chat-completions style).
-    return Usage(input_tokens=int(usage.get("inputTokens") or 0) + cache_read + cache_write,
-                 output_tokens=int(usage.get("outputTokens") or 0),
+    return Usage(input_tokens=token_count(usage.get("inputTokens")) + cache_read + cache_write,
+                 output_tokens=token_count(usage.get("outputTokens")),
                  cache_read_tokens=cache_read, cache_write_tokens=cache_write)
 
 

@@ -40,6 +40,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    token_count,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_chat import function_tools
@@ -136,7 +137,8 @@ def build_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
 def _usage(usage: Mapping[str, Any] | None) -> Usage:
     usage = usage or {}
     counts = usage.get("billed_units") or usage.get("tokens") or {}
-    return Usage(input_tokens=int(counts.get("input_tokens") or 0), output_tokens=int(counts.get("output_tokens") or 0))
+    return Usage(input_tokens=token_count(counts.get("input_tokens")),
+                 output_tokens=token_count(counts.get("output_tokens")))
 
 
 def classify_cohere(status: int, message: str, headers: Mapping[str, str]) -> UpstreamError:

@@ -50,6 +50,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    token_count,
 )
 from modelgate.providers.base import (
     Endpoint,
@@ -342,9 +343,9 @@ def _usage(meta: Mapping[str, Any] | None) -> Usage:
     meta = meta or {}
     # Thinking tokens are billed as output; promptTokenCount already includes cached tokens.
     return Usage(
-        input_tokens=int(meta.get("promptTokenCount", 0)) + int(meta.get("toolUsePromptTokenCount", 0)),
-        output_tokens=int(meta.get("candidatesTokenCount", 0)) + int(meta.get("thoughtsTokenCount", 0)),
-        cache_read_tokens=int(meta.get("cachedContentTokenCount", 0)),
+        input_tokens=token_count(meta.get("promptTokenCount")) + token_count(meta.get("toolUsePromptTokenCount")),
+        output_tokens=token_count(meta.get("candidatesTokenCount")) + token_count(meta.get("thoughtsTokenCount")),
+        cache_read_tokens=token_count(meta.get("cachedContentTokenCount")),
     )
 
 

@@ -42,6 +42,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    token_count,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_chat import function_tools
@@ -142,7 +143,8 @@ def build_body(req: ChatRequest, upstream_model: str, provider_options: Mapping[
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:
-    return Usage(input_tokens=int(data.get("prompt_eval_count") or 0), output_tokens=int(data.get("eval_count") or 0))
+    return Usage(input_tokens=token_count(data.get("prompt_eval_count")),
+                 output_tokens=token_count(data.get("eval_count")))
 
 
 def _new_id() -> str:

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from modelgate.protocols import sse
-from modelgate.protocols.ir import Usage
+from modelgate.protocols.ir import Usage, token_count
 
 NATIVE_WIRE = "anthropic-messages"
 ALT_VERSION = b"2023-06-01"
@@ -88,11 +88,11 @@ def usage_from_vendor(u: dict[str, Any] | None) -> Usage:
     """Vendor usage object -> IR usage (input made inclusive of cache counts)."""
     if not isinstance(u, dict):
         return Usage()
-    read = _int(u.get("cache_read_input_tokens"))
-    write = _int(u.get("cache_creation_input_tokens"))
+    read = token_count(u.get("cache_read_input_tokens"))
+    write = token_count(u.get("cache_creation_input_tokens"))
     return Usage(
-        input_tokens=_int(u.get("input_tokens")) + read + write,
-        output_tokens=_int(u.get("output_tokens")),
+        input_tokens=token_count(u.get("input_tokens")) + read + write,
+        output_tokens=token_count(u.get("output_tokens")),
         cache_read_tokens=read,
         cache_write_tokens=write,
     )
@@ -108,10 +108,6 @@ def usage_to_vendor(u: Usage) -> dict[str, int]:
     if u.cache_read_tokens:
         out["cache_read_input_tokens"] = u.cache_read_tokens
     return out
-
-
-def _int(v: Any) -> int:
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def cache_mark(block: dict[str, Any]) -> str | None:

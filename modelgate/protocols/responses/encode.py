@@ -13,7 +13,7 @@ from typing import Any, Mapping
 import orjson
 
 from modelgate.errors import ErrorType
-from modelgate.protocols.ir import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCall, Usage
+from modelgate.protocols.ir import ChatResponse, StopReason, TextPart, ThinkingPart, ToolCall, Usage, token_count
 
 # IR stop reasons that end a response early: `status: incomplete` with this reason.
 INCOMPLETE_REASON: dict[str | None, str] = {"length": "max_output_tokens", "content_filter": "content_filter"}
@@ -40,13 +40,9 @@ def usage_from_vendor(usage: Any) -> Usage:
         return Usage()
     details = usage.get("input_tokens_details")
     details = details if isinstance(details, dict) else {}
-    return Usage(input_tokens=_int(usage.get("input_tokens")), output_tokens=_int(usage.get("output_tokens")),
-                 cache_read_tokens=_int(details.get("cached_tokens")),
-                 cache_write_tokens=_int(details.get("cache_write_tokens")))
-
-
-def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return Usage(input_tokens=token_count(usage.get("input_tokens")), output_tokens=token_count(usage.get("output_tokens")),
+                 cache_read_tokens=token_count(details.get("cached_tokens")),
+                 cache_write_tokens=token_count(details.get("cache_write_tokens")))
 
 
 def text_part(text: str) -> dict[str, Any]:
