@@ -418,3 +418,48 @@ def test_a_pass_through_answers_usage_of_any_shape_counts_without_raising(protoc
     counts = CODECS[protocol].native_usage({"usage": usage})
     values = (counts.input_tokens, counts.output_tokens, counts.cache_read_tokens, counts.cache_write_tokens)
     assert all(type(value) is int and value >= 0 for value in values)
+
+
+# Answers as the vendors document them (OpenAI's chat completion object; Anthropic's Message), every value
+# of which the fuzz below replaces in turn.
+ANSWERS = {
+    "openai-chat": {
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
+            "role": "assistant", "content": "hello", "reasoning_content": "think",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                  "prompt_tokens_details": {"cached_tokens": 1}}},
+    "anthropic-messages": {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "up", "stop_reason": "tool_use",
+        "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 1},
+        "content": [{"type": "thinking", "thinking": "t", "signature": "sig"}, {"type": "text", "text": "hello"},
+                    {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}]},
+}
+
+
+def _value_paths(node: object, prefix: tuple = ()) -> list[tuple]:
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    return [prefix] + [path for key, value in children for path in _value_paths(value, prefix + (key,))]
+
+
+@pytest.mark.parametrize("wire", sorted(ANSWERS))
+@FUZZ
+@given(data=st.data())
+def test_an_answer_with_any_value_replaced_is_converted_or_refused_typed(wire: str, data: st.DataObject) -> None:
+    # A converted answer reaches the client's encoder only if every value has its IR type: else it is
+    # an unreadable answer (502), never an exception in the encoder (500).
+    answer = orjson.loads(orjson.dumps(ANSWERS[wire]))
+    path = data.draw(st.sampled_from(_value_paths(answer)[1:]))
+    parent = answer
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(json_values)
+    try:
+        converted = read_answer(ADAPTERS[wire], orjson.dumps(answer), {}, ENDPOINT)
+    except UpstreamError as err:
+        assert err.error_type is ErrorType.UPSTREAM_ERROR
+        return
+    for codec in CODECS.values():
+        assert isinstance(codec.encode_response(converted, "client-model",
+                                                codec.answer_context({"model": "client-model"})), bytes)

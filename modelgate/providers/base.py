@@ -22,7 +22,10 @@ from modelgate.protocols.ir import (
     StreamError,
     StreamEvent,
     TextDelta,
+    TextPart,
     ThinkingDelta,
+    ThinkingPart,
+    ToolCall,
     ToolCallDelta,
     ToolCallStart,
 )
@@ -214,11 +217,38 @@ def read_answer(adapter: WireAdapter, body: bytes, headers: Mapping[str, str], e
         raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON") from None
     _checked(adapter, parsed, body, headers, endpoint)
     try:
-        return adapter.parse_response(body)
+        answer = adapter.parse_response(body)
     except UpstreamError:
         raise
     except Exception as exc:
         raise unreadable("answer", exc) from None
+    if not _sound_answer(answer):
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream sent an answer with a value of the wrong type")
+    return answer
+
+
+def _sound_answer(answer: ChatResponse) -> bool:
+    """Whether every value a parser copied into the answer has its IR type: one of the wrong JSON type
+    (`"id": 5`) is an unreadable answer here, not a crash of the client's encoder (the stream events'
+    rule, `_check_types`)."""
+    return (type(answer.id) is str and type(answer.model) is str
+            and (answer.stop_sequence is None or type(answer.stop_sequence) is str)
+            and (answer.created is None or type(answer.created) is int)
+            and all(_sound_part(part) for part in answer.parts))
+
+
+def _optional_str(value: object) -> bool:
+    return value is None or type(value) is str
+
+
+def _sound_part(part: object) -> bool:
+    if isinstance(part, TextPart):
+        return type(part.text) is str
+    if isinstance(part, ThinkingPart):
+        return type(part.text) is str and _optional_str(part.signature) and _optional_str(part.redacted)
+    if isinstance(part, ToolCall):
+        return type(part.id) is str and type(part.name) is str and type(part.arguments) is str
+    return False
 
 
 def read_native_answer(adapter: WireAdapter, body: bytes, headers: Mapping[str, str],
@@ -284,7 +314,7 @@ def _check_types(event: StreamEvent) -> None:
     if isinstance(event, TextDelta):
         ok = type(event.text) is str
     elif isinstance(event, ThinkingDelta):
-        ok = type(event.text) is str and (event.signature is None or type(event.signature) is str)
+        ok = type(event.text) is str and _optional_str(event.signature)
     elif isinstance(event, ToolCallDelta):
         ok = type(event.index) is int and type(event.arguments) is str
     elif isinstance(event, ToolCallStart):
