@@ -161,6 +161,9 @@ WRONG_SHAPES = [
     ("anthropic-messages", _frames("anthropic-messages", [
         {"type": "message_start", "message": {"id": "m", "model": "x", "usage": {}}},
         {"type": "content_block_delta", "index": 0, "delta": "oops"}])),
+    # The stream's own id or model of another type: the chat client's encoder builds its completion id from it.
+    ("anthropic-messages", _frames("anthropic-messages", [
+        {"type": "message_start", "message": {"id": ["m"], "model": "x", "usage": {}}}])),
     ("gemini", _frames("gemini", [{"candidates": [{"content": {"parts": [{"text": 3}]}}]}])),
     ("cohere", _frames("cohere", [{"type": "message-start", "id": "x"},
                                   {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": 5}}}}])),

@@ -132,14 +132,17 @@ class ToolChoice:
     parallel: bool | None = None  # None = protocol default (parallel allowed)
 
 
+MAX_TOKEN_COUNT = 2**31 - 1  # the call log's column; beyond any real count, and encodable by every codec
+
+
 def token_count(value: Any) -> int:
-    """An upstream's token count as the IR keeps it: a whole number of tokens (some servers send 12.0);
-    a missing, negative or non-numeric value counts 0. Usage is read on every path, pass-through
-    included, where no decoder's guard catches a failure: it never raises."""
+    """An upstream's token count as the IR keeps it: a whole number of tokens (some servers send 12.0),
+    at most MAX_TOKEN_COUNT; a missing, negative or non-numeric value counts 0. Usage is read on every
+    path, pass-through included, where no decoder's guard catches a failure: it never raises."""
     if type(value) is int:
-        return value if value > 0 else 0
-    if type(value) is float and 0 < value < float("inf"):
-        return int(value)
+        return min(value, MAX_TOKEN_COUNT) if value > 0 else 0
+    if type(value) is float and value > 0:
+        return int(min(value, MAX_TOKEN_COUNT))
     return 0
 
 

@@ -19,8 +19,10 @@ from modelgate.errors import ErrorType, UpstreamError, redact
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
+    StreamEnd,
     StreamError,
     StreamEvent,
+    StreamStart,
     TextDelta,
     TextPart,
     ThinkingDelta,
@@ -319,6 +321,10 @@ def _check_types(event: StreamEvent) -> None:
         ok = type(event.index) is int and type(event.arguments) is str
     elif isinstance(event, ToolCallStart):
         ok = type(event.index) is int and type(event.id) is str and type(event.name) is str
+    elif isinstance(event, StreamStart):
+        ok = type(event.id) is str and type(event.model) is str
+    elif isinstance(event, StreamEnd):
+        ok = _optional_str(event.stop_sequence)
     else:
         return
     if not ok:
