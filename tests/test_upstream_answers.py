@@ -466,3 +466,56 @@ def test_an_answer_with_any_value_replaced_is_converted_or_refused_typed(wire: s
     for codec in CODECS.values():
         assert isinstance(codec.encode_response(converted, "client-model",
                                                 codec.answer_context({"model": "client-model"})), bytes)
+
+
+# Streams as the vendors document them (OpenAI's chunks with usage asked for; Anthropic's event sequence).
+STREAMS = {
+    "openai-chat": [
+        {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up", "usage": None,
+         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        for delta, finish in (({"role": "assistant", "content": ""}, None), ({"reasoning_content": "th"}, None),
+                              ({"content": "hello"}, None),
+                              ({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                                "function": {"name": "get", "arguments": ""}}]}, None),
+                              ({"tool_calls": [{"index": 0, "function": {"arguments": "{}"}}]}, None),
+                              ({}, "tool_calls"))
+    ] + [{"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "up", "choices": [],
+          "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}}],
+    "anthropic-messages": [
+        {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "up",
+                                              "content": [], "usage": {"input_tokens": 5, "output_tokens": 1}}},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "t"}},
+        {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}},
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "get",
+                                                                      "input": {}}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+         "usage": {"output_tokens": 3}},
+        {"type": "message_stop"},
+    ],
+}
+
+
+@pytest.mark.parametrize("wire", sorted(STREAMS))
+@FUZZ
+@given(data=st.data())
+def test_a_stream_with_any_value_replaced_is_converted_or_ends_typed(wire: str, data: st.DataObject) -> None:
+    # Every event the guarded decoder lets through can be encoded for every client protocol: a value of
+    # the wrong type ends the stream with the typed error, never an exception in an encoder (500).
+    events = orjson.loads(orjson.dumps(STREAMS[wire]))
+    path = data.draw(st.sampled_from(_value_paths(events)[1:]))
+    parent = events
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(json_values)
+    decoder = GuardedDecoder(ADAPTERS[wire].stream_decoder())
+    decoded = decoder.feed(_frames(wire, events)) + decoder.close()
+    assert sum(isinstance(e, StreamError) for e in decoded) <= 1
+    for protocol, codec in CODECS.items():
+        body = {"model": "client-model", "stream": True, "stream_options": {"include_usage": True}}
+        encoder = codec.stream_encoder("client-model", body)
+        for event in decoded:
+            assert isinstance(encoder.encode(event), bytes), (protocol, event)
