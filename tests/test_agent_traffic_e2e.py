@@ -330,6 +330,12 @@ async def test_structured_output_of_the_sdk_reaches_a_chat_upstream_as_its_respo
     assert sent["type"] == "json_schema" and sent["json_schema"]["name"]
     assert set(sent["json_schema"]["schema"]["properties"]) == {"city", "celsius"}
     assert parsed.parsed_output == Weather(**arguments_for(sent["json_schema"]["schema"]))
+    # The beta's earlier place for it (earlier SDKs), a top-level output_format, is read the same way.
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    await sdk(gateway, wired.key).beta.messages.create(
+        model="claude-sonnet-4-6", max_tokens=100, messages=[{"role": "user", "content": "weather?"}],
+        betas=["structured-outputs-2025-11-13"], extra_body={"output_format": {"type": "json_schema", "schema": schema}})
+    assert openai_upstream.last.json()["response_format"]["json_schema"]["schema"] == schema
 
 
 async def test_a_malformed_output_format_is_refused_on_conversion(gateway, openai_upstream):

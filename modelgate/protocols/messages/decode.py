@@ -182,15 +182,17 @@ def reasoning_effort(body: dict[str, Any]) -> str | None:
 
 
 def response_format(body: dict[str, Any]) -> dict[str, Any] | None:
-    """`output_config.format` (structured outputs; the SDK's `messages.parse`) as the IR's response
-    format, in the chat form. Without `strict`: OpenAI's strict mode refuses schemas the vendor takes
-    (a property left out of `required`)."""
+    """`output_config.format` (structured outputs; the SDK's `messages.parse`), or the beta's top-level
+    `output_format` where it is not given, as the IR's response format in the chat form. Without
+    `strict`: OpenAI's strict mode refuses schemas the vendor takes (a property left out of `required`)."""
     output_config = body.get("output_config")
-    fmt = output_config.get("format") if isinstance(output_config, dict) else None
+    fmt, where = (output_config.get("format") if isinstance(output_config, dict) else None), "output_config.format"
+    if fmt is None:
+        fmt, where = body.get("output_format"), "output_format"
     if fmt is None:
         return None
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
-        raise errors.invalid_request("output_config.format: must be {type: 'json_schema', schema: {...}}")
+        raise errors.invalid_request(f"{where}: must be {{type: 'json_schema', schema: {{...}}}}")
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"]}}
 
 
