@@ -8,6 +8,8 @@ escape, and a stream decoder's failure is a typed StreamError event.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -446,18 +448,24 @@ def _value_paths(node: object, prefix: tuple = ()) -> list[tuple]:
     return [prefix] + [path for key, value in children for path in _value_paths(value, prefix + (key,))]
 
 
+def _one_value_replaced(document: object, data: st.DataObject) -> Any:
+    """A copy of `document` with one value, anywhere in it, replaced by any JSON value."""
+    copy = orjson.loads(orjson.dumps(document))
+    path = data.draw(st.sampled_from(_value_paths(copy)[1:]))
+    parent = copy
+    for key in path[:-1]:
+        parent = parent[key]
+    parent[path[-1]] = data.draw(json_values)
+    return copy
+
+
 @pytest.mark.parametrize("wire", sorted(ANSWERS))
 @FUZZ
 @given(data=st.data())
 def test_an_answer_with_any_value_replaced_is_converted_or_refused_typed(wire: str, data: st.DataObject) -> None:
     # A converted answer reaches the client's encoder only if every value has its IR type: else it is
     # an unreadable answer (502), never an exception in the encoder (500).
-    answer = orjson.loads(orjson.dumps(ANSWERS[wire]))
-    path = data.draw(st.sampled_from(_value_paths(answer)[1:]))
-    parent = answer
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = data.draw(json_values)
+    answer = _one_value_replaced(ANSWERS[wire], data)
     try:
         converted = read_answer(ADAPTERS[wire], orjson.dumps(answer), {}, ENDPOINT)
     except UpstreamError as err:
@@ -505,12 +513,7 @@ STREAMS = {
 def test_a_stream_with_any_value_replaced_is_converted_or_ends_typed(wire: str, data: st.DataObject) -> None:
     # Every event the guarded decoder lets through can be encoded for every client protocol: a value of
     # the wrong type ends the stream with the typed error, never an exception in an encoder (500).
-    events = orjson.loads(orjson.dumps(STREAMS[wire]))
-    path = data.draw(st.sampled_from(_value_paths(events)[1:]))
-    parent = events
-    for key in path[:-1]:
-        parent = parent[key]
-    parent[path[-1]] = data.draw(json_values)
+    events = _one_value_replaced(STREAMS[wire], data)
     decoder = GuardedDecoder(ADAPTERS[wire].stream_decoder())
     decoded = decoder.feed(_frames(wire, events)) + decoder.close()
     assert sum(isinstance(e, StreamError) for e in decoded) <= 1
