@@ -435,9 +435,11 @@ async def test_a_streamed_body_off_the_typed_view_keeps_its_stream_options(gatew
     openai_upstream.reset_next = resets
     stream = await client(gateway, wired.key).chat.completions.create(
         model="gpt-test", messages=[{"role": "user", "content": "one two"}], stream=True,
-        stream_options={"include_usage": True}, extra_body={"vendor_extension": {"mode": "fast"}})
+        stream_options={"include_usage": True, "vendor": {"level": {"x": 1}}},
+        extra_body={"vendor_extension": {"mode": "fast"}})
     chunks = [chunk async for chunk in stream]
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: one two"
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens > 0
     sent = openai_upstream.last.json()
-    assert sent["stream_options"] == {"include_usage": True} and sent["vendor_extension"] == {"mode": "fast"}
+    assert sent["stream_options"] == {"include_usage": True, "vendor": {"level": {"x": 1}}}
+    assert sent["vendor_extension"] == {"mode": "fast"}

@@ -102,16 +102,17 @@ SHED_RAW = orjson.dumps({
 })
 
 
-def test_a_shed_body_holds_its_bytes_and_its_small_values() -> None:
-    # What the gateway reads after the tree is gone stays: the scalars, and flat objects such as
-    # stream_options (the stream tap, a retried request). The conversation and the tools go.
+def test_a_shed_body_holds_its_bytes_and_all_but_its_arrays() -> None:
+    # What the gateway reads after the tree is gone stays: the scalars and the objects, such as
+    # stream_options of any shape (the stream tap, a retried request). The conversation and the tools go.
     from modelgate.protocols.body import NOT_DECODED, shed
 
-    lean = shed(ClientBody(orjson.loads(SHED_RAW), SHED_RAW))
-    assert lean.raw is SHED_RAW and lean.partial
-    sent = orjson.loads(SHED_RAW)
-    small = ("model", "stream", "temperature", "max_tokens", "user", "stream_options")
-    assert {name: lean[name] for name in small} == {name: sent[name] for name in small}
+    raw = SHED_RAW[:-1] + b',"metadata":{"k":{"nested":[1]}}}'
+    lean = shed(ClientBody(orjson.loads(raw), raw))
+    assert lean.raw is raw and lean.partial
+    sent = orjson.loads(raw)
+    kept = ("model", "stream", "temperature", "max_tokens", "user", "stream_options", "metadata")
+    assert {name: lean[name] for name in kept} == {name: sent[name] for name in kept}
     assert all(lean[name] is NOT_DECODED for name in ("messages", "tools"))
 
 

@@ -73,28 +73,18 @@ def whole(body: Mapping[str, Any]) -> Any:
     return body._whole
 
 
-_SCALARS = (str, bool, int, float, type(None))
-
-
-def _small(value: Any) -> bool:
-    """A scalar, or an object of scalars (`stream_options`, `metadata`): what the gateway reads after
-    the tree is gone (the stream tap, a retry's request), and nothing worth freeing."""
-    if type(value) in _SCALARS:
-        return True
-    return type(value) is dict and all(type(item) in _SCALARS for item in value.values())
-
-
 def shed(body: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A partial body of a whole one: its bytes and its small top-level values (model, stream,
-    stream_options, ...), the rest (the conversation, the tools) NOT_DECODED. `body` itself when it is
-    partial or has no bytes, or when validate rewrote one of its fields: its bytes no longer say what
-    it holds."""
+    """A partial body of a whole one: its bytes, its top-level arrays NOT_DECODED (the conversation, the
+    tools, the system blocks: the bulk of every protocol's body), the other values as they are (model,
+    stream, and objects such as stream_options, which the stream tap and a retry's request read).
+    `body` itself when it is partial or has no bytes, or when validate rewrote one of its fields: its
+    bytes no longer say what it holds."""
     if not isinstance(body, ClientBody) or body.partial or body.raw is None:
         return body
     received = body.received
     if len(body) != len(received) or len(_kept(body, body)) != len(received):
         return body
-    fields = {name: value if _small(value) else NOT_DECODED for name, value in received.items()}
+    fields = {name: NOT_DECODED if type(value) is list else value for name, value in received.items()}
     return ClientBody(fields, body.raw, partial=True)
 
 

@@ -233,8 +233,7 @@ def _sound_answer(answer: ChatResponse) -> bool:
     """Whether every value a parser copied into the answer has its IR type: one of the wrong JSON type
     (`"id": 5`) is an unreadable answer here, not a crash of the client's encoder (the stream events'
     rule, `_check_types`)."""
-    return (type(answer.id) is str and type(answer.model) is str
-            and (answer.stop_sequence is None or type(answer.stop_sequence) is str)
+    return (type(answer.id) is str and type(answer.model) is str and _optional_str(answer.stop_sequence)
             and (answer.created is None or type(answer.created) is int)
             and all(_sound_part(part) for part in answer.parts))
 
