@@ -8,6 +8,7 @@ import base64
 import orjson
 import pytest
 
+from modelgate.protocols import messages
 from modelgate.protocols.ir import (
     ChatRequest,
     ImagePart,
@@ -188,3 +189,23 @@ def test_ollama_body_fits_ollama_chat_request(stream):
     # `options` is typed as a plain mapping there: its keys must be fields of the SDK's Options
     from ollama import Options
     assert set(sent.get("options", {})) <= set(Options.model_fields)
+
+
+# --- a messages client's structured outputs, as the other wires take them -------------------
+
+STRUCTURED = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "weather in Paris?"}],
+              "output_config": {"effort": "low", "format": {"type": "json_schema", "schema": WEATHER.parameters}}}
+
+
+def test_a_messages_structured_output_fits_openai_params():
+    from openai.types.chat import completion_create_params as params
+
+    sent = body("openai", messages.to_ir(STRUCTURED))
+    assert sent["response_format"]["json_schema"]["schema"] == WEATHER.parameters
+    assert typed_dict_problems(sent, params.CompletionCreateParamsNonStreaming) == []
+
+
+def test_a_messages_structured_output_fits_google_genai_types():
+    sent = body("gemini", messages.to_ir(STRUCTURED))
+    assert sent["generationConfig"]["responseMimeType"] == "application/json"
+    _genai_check(sent)
