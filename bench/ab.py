@@ -8,8 +8,9 @@ one part changed to see what that part costs). It runs as this virtualenv's `mod
 worker, with the directory first on PYTHONPATH. Every variant and the bare proxy are pinned to the same
 core, the upstream and wrk to another (bench/agent.py's layout). A round runs each target once per case,
 in an order that rotates from round to round, so that no place in a round can favour one of them (two
-copies of one tree read 0.998× each other with the order fixed and with it rotating, 6 rounds each). The ratios are taken within a round, against the bare proxy and against the
-first variant, and reported as the median (min–max) over the rounds. The machine's drift between rounds
+copies of one tree read 0.998× each other with the order fixed and with it rotating, 6 rounds each).
+The ratios are taken within a round, against the bare proxy and against the first variant, and
+reported as the median (min–max) over the rounds. The machine's drift between rounds
 cancels out in them, where absolute figures of runs minutes apart do not compare (bench/README.md).
 """
 
