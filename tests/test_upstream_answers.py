@@ -20,7 +20,7 @@ from modelgate.protocols import sse
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
 from modelgate.protocols.responses import ResponsesCodec
-from modelgate.protocols.ir import StreamError
+from modelgate.protocols.ir import StreamEnd, StreamError, TextDelta, ThinkingPart, ToolCallStart
 from modelgate.providers.base import (
     Endpoint,
     GuardedDecoder,
@@ -432,7 +432,8 @@ ANSWERS = {
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "up",
         "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": None, "message": {
             "role": "assistant", "content": "hello", "reasoning_content": "think",
-            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get", "arguments": "{}"}}]}}],
+            "tool_calls": [{"id": "c1", "type": "function",
+                            "function": {"name": "get", "arguments": "{\"a\": 1}"}}]}}],
         "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
                   "prompt_tokens_details": {"cached_tokens": 1}}},
     "anthropic-messages": {
@@ -440,6 +441,36 @@ ANSWERS = {
         "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 3, "cache_read_input_tokens": 1},
         "content": [{"type": "thinking", "thinking": "t", "signature": "sig"}, {"type": "text", "text": "hello"},
                     {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}]},
+    # Gemini's GenerateContentResponse (ai.google.dev/api/generate-content#generatecontentresponse).
+    "gemini": {
+        "candidates": [{"index": 0, "finishReason": "STOP", "content": {"role": "model", "parts": [
+            {"text": "think", "thought": True}, {"text": "hello", "thoughtSignature": "c2ln"},
+            {"functionCall": {"name": "get", "args": {"a": 1}}}]}}],
+        "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 10,
+                          "thoughtsTokenCount": 2, "cachedContentTokenCount": 1},
+        "modelVersion": "up", "responseId": "r1"},
+    # Bedrock's Converse response (docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html).
+    "bedrock-converse": {
+        "output": {"message": {"role": "assistant", "content": [
+            {"reasoningContent": {"reasoningText": {"text": "t", "signature": "sig"}}}, {"text": "hello"},
+            {"toolUse": {"toolUseId": "t1", "name": "get", "input": {"a": 1}}}]}},
+        "stopReason": "tool_use", "metrics": {"latencyMs": 10},
+        "usage": {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8, "cacheReadInputTokens": 1}},
+    # Cohere's v2 chat response (docs.cohere.com/reference/chat).
+    "cohere": {
+        "id": "c-1", "finish_reason": "TOOL_CALL",
+        "message": {"role": "assistant", "tool_plan": "plan",
+                    "content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "hello"}],
+                    "tool_calls": [{"id": "c1", "type": "function",
+                                    "function": {"name": "get", "arguments": "{\"a\": 1}"}}]},
+        "usage": {"billed_units": {"input_tokens": 5, "output_tokens": 3},
+                  "tokens": {"input_tokens": 6, "output_tokens": 3}}},
+    # Ollama's /api/chat answer (github.com/ollama/ollama, docs/api.md).
+    "ollama": {
+        "model": "up", "created_at": "2025-01-01T00:00:00Z", "done": True, "done_reason": "stop",
+        "message": {"role": "assistant", "content": "hello", "thinking": "t",
+                    "tool_calls": [{"function": {"name": "get", "arguments": {"a": 1}}}]},
+        "total_duration": 1, "prompt_eval_count": 5, "eval_count": 3},
 }
 
 
@@ -496,15 +527,79 @@ STREAMS = {
         {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "t"}},
         {"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "sig"}},
         {"type": "content_block_stop", "index": 0},
-        {"type": "content_block_start", "index": 1, "content_block": {"type": "tool_use", "id": "t1", "name": "get",
-                                                                      "input": {}}},
-        {"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": "{}"}},
+        {"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}},
+        {"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "hello"}},
         {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "t1", "name": "get",
+                                                                      "input": {}}},
+        {"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta",
+                                                              "partial_json": "{\"a\": 1}"}},
+        {"type": "content_block_stop", "index": 2},
         {"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": None},
          "usage": {"output_tokens": 3}},
         {"type": "message_stop"},
     ],
+    # streamGenerateContent?alt=sse: each event a GenerateContentResponse, usage on the last.
+    "gemini": [
+        {"candidates": [{"index": 0, "content": {"role": "model", "parts": [{"text": "th", "thought": True}]}}],
+         "modelVersion": "up", "responseId": "r1"},
+        {"candidates": [{"index": 0, "content": {"role": "model", "parts": [
+            {"text": "hello", "thoughtSignature": "c2ln"}, {"functionCall": {"name": "get", "args": {"a": 1}}}]}}],
+         "modelVersion": "up", "responseId": "r1"},
+        {"candidates": [{"index": 0, "finishReason": "STOP", "content": {"role": "model", "parts": [{"text": ""}]}}],
+         "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3, "totalTokenCount": 8},
+         "modelVersion": "up", "responseId": "r1"},
+    ],
+    # ConverseStream's events (API_runtime_ConverseStream.html), each payload under its event type below.
+    "bedrock-converse": [
+        {"role": "assistant"},
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"text": "t"}}},
+        {"contentBlockIndex": 0, "delta": {"reasoningContent": {"signature": "sig"}}},
+        {"contentBlockIndex": 0},
+        {"contentBlockIndex": 1, "delta": {"text": "hello"}},
+        {"contentBlockIndex": 1},
+        {"contentBlockIndex": 2, "start": {"toolUse": {"toolUseId": "t1", "name": "get"}}},
+        {"contentBlockIndex": 2, "delta": {"toolUse": {"input": "{\"a\": 1}"}}},
+        {"contentBlockIndex": 2},
+        {"stopReason": "tool_use"},
+        {"usage": {"inputTokens": 5, "outputTokens": 3, "totalTokens": 8}, "metrics": {"latencyMs": 10}},
+    ],
+    # Cohere's v2 stream events (docs.cohere.com/reference/chat-stream).
+    "cohere": [
+        {"type": "message-start", "id": "c-1", "delta": {"message": {"role": "assistant", "content": [],
+                                                                      "tool_plan": "", "tool_calls": []}}},
+        {"type": "tool-plan-delta", "delta": {"message": {"tool_plan": "plan"}}},
+        {"type": "content-start", "index": 0, "delta": {"message": {"content": {"type": "text", "text": ""}}}},
+        {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": "hello"}}}},
+        {"type": "content-end", "index": 0},
+        {"type": "tool-call-start", "index": 0, "delta": {"message": {"tool_calls": {
+            "id": "c1", "type": "function", "function": {"name": "get", "arguments": ""}}}}},
+        {"type": "tool-call-delta", "index": 0, "delta": {"message": {"tool_calls": {"function": {"arguments": "{}"}}}}},
+        {"type": "tool-call-end", "index": 0},
+        {"type": "message-end", "delta": {"finish_reason": "TOOL_CALL", "usage": {
+            "billed_units": {"input_tokens": 5, "output_tokens": 3}, "tokens": {"input_tokens": 6, "output_tokens": 3}}}},
+    ],
+    # Ollama's /api/chat stream: one JSON object per line, counts on the last.
+    "ollama": [
+        {"model": "up", "created_at": "2025-01-01T00:00:00Z", "done": False,
+         "message": {"role": "assistant", "content": "", "thinking": "t"}},
+        {"model": "up", "created_at": "2025-01-01T00:00:00Z", "done": False,
+         "message": {"role": "assistant", "content": "hello"}},
+        {"model": "up", "created_at": "2025-01-01T00:00:00Z", "done": False, "message": {
+            "role": "assistant", "content": "", "tool_calls": [{"function": {"name": "get", "arguments": {"a": 1}}}]}},
+        {"model": "up", "created_at": "2025-01-01T00:00:00Z", "done": True, "done_reason": "stop",
+         "message": {"role": "assistant", "content": ""}, "prompt_eval_count": 5, "eval_count": 3},
+    ],
 }
+BEDROCK_STREAM_EVENTS = ["messageStart", "contentBlockDelta", "contentBlockDelta", "contentBlockStop",
+                         "contentBlockDelta", "contentBlockStop", "contentBlockStart", "contentBlockDelta",
+                         "contentBlockStop", "messageStop", "metadata"]
+
+
+def _stream(wire: str, events: list) -> bytes:
+    if wire == "bedrock-converse":
+        return _bedrock(*zip(BEDROCK_STREAM_EVENTS, events))
+    return _frames(wire, events)
 
 
 @pytest.mark.parametrize("wire", sorted(STREAMS))
@@ -515,10 +610,26 @@ def test_a_stream_with_any_value_replaced_is_converted_or_ends_typed(wire: str, 
     # the wrong type ends the stream with the typed error, never an exception in an encoder (500).
     events = _one_value_replaced(STREAMS[wire], data)
     decoder = GuardedDecoder(ADAPTERS[wire].stream_decoder())
-    decoded = decoder.feed(_frames(wire, events)) + decoder.close()
+    decoded = decoder.feed(_stream(wire, events)) + decoder.close()
     assert sum(isinstance(e, StreamError) for e in decoded) <= 1
     for protocol, codec in CODECS.items():
         body = {"model": "client-model", "stream": True, "stream_options": {"include_usage": True}}
         encoder = codec.stream_encoder("client-model", body)
         for event in decoded:
             assert isinstance(encoder.encode(event), bytes), (protocol, event)
+
+
+@pytest.mark.parametrize("wire", sorted(ANSWERS))
+def test_the_documented_answers_and_streams_convert_whole(wire: str) -> None:
+    # The fuzz above starts from these: each must read in full, or its mutations would test nothing.
+    answer = read_answer(ADAPTERS[wire], orjson.dumps(ANSWERS[wire]), {}, ENDPOINT)
+    assert [type(part).__name__ for part in answer.parts][-2:] == ["TextPart", "ToolCall"]
+    assert answer.parts[-1].name == "get" and orjson.loads(answer.parts[-1].arguments) == {"a": 1}
+    assert any(isinstance(part, ThinkingPart) for part in answer.parts)
+    assert answer.usage.input_tokens >= 5 and answer.usage.output_tokens >= 3
+    decoder = GuardedDecoder(ADAPTERS[wire].stream_decoder())
+    events = decoder.feed(_stream(wire, STREAMS[wire])) + decoder.close()
+    assert not any(isinstance(event, StreamError) for event in events), events
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "hello"
+    assert any(isinstance(e, ToolCallStart) and e.name == "get" for e in events)
+    assert any(isinstance(e, StreamEnd) for e in events)
