@@ -151,6 +151,29 @@ async def test_models_lists_only_authorised_channels(gateway, openai_upstream):
     assert isinstance(entry["created"], int) and entry["created"] > 1_600_000_000
 
 
+async def test_a_model_is_retrieved_by_id_as_listed(gateway, openai_upstream):
+    # The SDK's `models.retrieve` (GET /v1/models/{model}): the list's entry, by the same visibility rule.
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test", "acme/coder-1"])
+    await gateway.wire(openai_upstream.base_url, ["gpt-other"], name="other", authorise=False)
+    sdk = client(gateway, wired.key)
+    listed = {m.id: m.model_dump() for m in (await sdk.models.list()).data}
+    for model_id in ("gpt-test", "acme/coder-1"):
+        assert (await sdk.models.retrieve(model_id)).model_dump() == listed[model_id]
+    with pytest.raises(openai.PermissionDeniedError):  # served, but not by a channel the app may use
+        await sdk.models.retrieve("gpt-other")
+    with pytest.raises(openai.NotFoundError):
+        await sdk.models.retrieve("nobody-serves-this")
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        auth = {"authorization": f"Bearer {wired.key}"}
+        raw = {m["id"]: m for m in (await http.get("/v1/models", headers=auth)).json()["data"]}
+        assert (await http.get("/v1/models/acme%2Fcoder-1", headers=auth)).json() == raw["acme/coder-1"]
+        denied = await http.get("/v1/models/gpt-other", headers=auth)
+        assert denied.status_code == 403 and set(denied.json()) == {"code", "message"}
+        assert denied.json()["code"] == "ACCESS_DENIED"
+        assert_envelope(await http.get("/v1/models/nobody-serves-this", headers=auth), 404, "NOT_FOUND")
+        assert (await http.get("/v1/models/gpt-test")).json()["code"] == "UNAUTHORIZED"
+
+
 # --- errors, asserted exactly ------------------------------------------------
 
 

@@ -188,3 +188,22 @@ async def test_models_list_in_the_messages_shape(gateway, openai_upstream, anthr
         assert (await http.get("/alt/v1/models")).status_code == 401
         same = (await http.get("/v1/models", headers={"authorization": f"Bearer {wired.key}"})).json()
     assert sorted(m["id"] for m in same["data"]) == [m.id for m in models]  # the same visibility rule
+
+
+async def test_a_model_is_retrieved_in_the_messages_shape(gateway, openai_upstream, anthropic_upstream):
+    # The SDK's `models.retrieve` (GET /v1/models/{model_id} under the /alt base URL).
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test", "coder-a"])
+    await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                       upstream_keys=(API_KEY,), name="claude", authorise=False)
+    client = sdk(gateway, wired.key)
+    listed = {m.id: m for m in [m async for m in client.models.list()]}
+    model = await client.models.retrieve("coder-a")
+    assert model == listed["coder-a"] and model.type == "model" and model.display_name == "coder-a"
+    with pytest.raises(anthropic.PermissionDeniedError):
+        await client.models.retrieve("claude-haiku-4-5")
+    with pytest.raises(anthropic.NotFoundError):
+        await client.models.retrieve("nobody-serves-this")
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        missing = await http.get("/alt/v1/models/nobody-serves-this", headers={"x-api-key": wired.key})
+        assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+        assert (await http.get("/alt/v1/models/coder-a")).status_code == 401

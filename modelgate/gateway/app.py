@@ -80,6 +80,10 @@ class GatewayApp:
                 return await self.inference.list_models(scope, receive, send)
             if path == "/alt/v1/models":
                 return await self.extras.list_models(scope, receive, send)
+            if path.startswith("/v1/models/"):  # a model id may hold slashes (`org/model`)
+                return await self.inference.list_models(scope, receive, send, path[len("/v1/models/"):])
+            if path.startswith("/alt/v1/models/"):
+                return await self.extras.list_models(scope, receive, send, path[len("/alt/v1/models/"):])
             if path == "/healthz":  # liveness: the process answers
                 return await send_bytes(send, 200, b'{"status":"ok"}', new_trace_id())
             if path == "/readyz":

@@ -62,7 +62,7 @@ from modelgate.providers.base import (
 from modelgate.providers.registry import get_kind
 from modelgate.routing.events import Clock
 from modelgate.routing.executor import CallContext
-from modelgate.routing.snapshot import AppEntry, KeyEntry, Route
+from modelgate.routing.snapshot import AppEntry, KeyEntry, Route, Snapshot
 from modelgate.safetext import shown
 from modelgate.storage.call_record import CallRecord
 from modelgate.tracing import current_trace_id, new_trace_id
@@ -143,19 +143,22 @@ class InferenceHandler:
 
     # --- GET /v1/models --------------------------------------------------------
 
-    async def list_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def list_models(self, scope: Scope, receive: Receive, send: Send, model_id: str | None = None) -> None:
+        """`GET /v1/models`, or with `model_id` one of them (`GET /v1/models/{model}`, the SDKs'
+        `models.retrieve`): only the models visible to the key's application."""
         trace_id = new_trace_id()
         headers = request_headers(scope)
         try:
             _, app = await self.authenticate(bearer_token(headers), self.client_ip(scope, headers))
+            if model_id is None:
+                routes = sorted(self.rt.snapshot.models_for(app), key=lambda r: r.model_id)
+                body = {"object": "list", "data": [_model_entry(r) for r in routes]}
+            else:
+                body = _model_entry(served_routes(self.rt.snapshot, app, model_id)[0])
         except GatewayError as err:
             await send_error(send, err, trace_id)
             return
-        data = [
-            {"id": r.model_id, "object": "model", "created": r.created, "ownedBy": r.owned_by}
-            for r in sorted(self.rt.snapshot.models_for(app), key=lambda r: r.model_id)
-        ]
-        await send_bytes(send, 200, orjson.dumps({"object": "list", "data": data}), trace_id)
+        await send_bytes(send, 200, orjson.dumps(body), trace_id)
 
     # --- /v1/responses/{id}... ---------------------------------------------------------
 
@@ -197,14 +200,8 @@ class InferenceHandler:
             body, model, stream = read_request(codec, await read_body(receive, MAX_BODY_BYTES), headers,
                                                typed=not self._decodes_whole.get(usual, False))
             record.model, record.stream = model, stream
-            routes, exists = self.rt.snapshot.routes_for(app, model)
-            if routes:
-                self._decodes_whole[usual] = not _passes_through(codec, routes[0])
-            if not routes:
-                if exists:
-                    raise errors.access_denied(
-                        f"The application is not authorised for a channel serving '{shown(model)}'")
-                raise errors.not_found(f"The model '{shown(model)}' is not served by this gateway")
+            routes = served_routes(self.rt.snapshot, app, model)
+            self._decodes_whole[usual] = not _passes_through(codec, routes[0])
             if self.rt.in_flight >= self.rt.max_in_flight:
                 raise errors.gateway_full(self.rt.in_flight)
             self.rt.in_flight += 1
@@ -646,6 +643,21 @@ def _passes_through(codec: ClientCodec, route: Route) -> bool:
     """Whether a call on `route` forwards the client's own bytes: else a conversion decodes the
     whole body, and the typed view, which pass-through only needs, would be paid for nothing."""
     return get_kind(route.provider_kind).adapter_for(codec.native_wire).wire == codec.native_wire
+
+
+def served_routes(snapshot: Snapshot, app: AppEntry, model: str) -> list[Route]:
+    """The routes of `model` the app may use: 403 when only channels the app is not authorised for
+    serve it, 404 when none does."""
+    routes, exists = snapshot.routes_for(app, model)
+    if not routes:
+        if exists:
+            raise errors.access_denied(f"The application is not authorised for a channel serving '{shown(model)}'")
+        raise errors.not_found(f"The model '{shown(model)}' is not served by this gateway")
+    return routes
+
+
+def _model_entry(route: Route) -> dict[str, Any]:
+    return {"id": route.model_id, "object": "model", "created": route.created, "ownedBy": route.owned_by}
 
 
 def parse_json(raw: bytes) -> Any:

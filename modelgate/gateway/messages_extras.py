@@ -20,7 +20,7 @@ from modelgate import errors, logs
 from modelgate.errors import ErrorType, GatewayError, UpstreamError
 from modelgate.gateway import token_estimate
 from modelgate.gateway.asgi import Receive, Scope, Send, read_body, request_headers, send_bytes, send_error
-from modelgate.gateway.inference import MAX_BODY_BYTES, parse_json
+from modelgate.gateway.inference import MAX_BODY_BYTES, parse_json, served_routes
 from modelgate.protocols import messages
 from modelgate.providers.base import Endpoint, refusal
 from modelgate.providers.registry import get_kind
@@ -57,11 +57,7 @@ class MessagesExtras:
             _CODEC.check_headers(headers)
             body = parse_json(await read_body(receive, MAX_BODY_BYTES))
             model = messages.validate_count(body, messages.betas(headers))
-            routes, exists = rt.snapshot.routes_for(app, model)
-            if not routes:
-                if exists:
-                    raise errors.access_denied(f"The application is not authorised for a channel serving '{model}'")
-                raise errors.not_found(f"The model '{model}' is not served by this gateway")
+            routes = served_routes(rt.snapshot, app, model)
             ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(app.timeout_seconds))
             count, source = await self._count(ctx, routes, body, messages.vendor_headers(headers))
         except GatewayError as err:
@@ -114,30 +110,43 @@ class MessagesExtras:
 
     # --- GET /alt/v1/models ------------------------------------------------------------------
 
-    async def list_models(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def list_models(self, scope: Scope, receive: Receive, send: Send, model_id: str | None = None) -> None:
+        """`GET /alt/v1/models` in the vendor's page shape, or with `model_id` one model
+        (`GET /alt/v1/models/{model_id}`, the SDK's `models.retrieve`)."""
         trace_id = new_trace_id()
         headers = request_headers(scope)
         try:
             _, app = await self._authenticate(scope, headers)
-            query = _query(scope)
-            limit = _limit(query.get("limit"))
+            snapshot = self.inference.rt.snapshot
+            if model_id is None:
+                body = _page(sorted(snapshot.models_for(app), key=lambda r: r.model_id), _query(scope))
+            else:
+                body = _model_entry(served_routes(snapshot, app, model_id)[0])
         except GatewayError as err:
             await send_error(send, err, trace_id, _CODEC.validation_body)
             return
-        routes = sorted(self.inference.rt.snapshot.models_for(app), key=lambda r: r.model_id)
-        ids = [r.model_id for r in routes]
-        start, end = 0, len(routes)
-        if query.get("after_id") in ids:
-            start = ids.index(query["after_id"]) + 1
-        if query.get("before_id") in ids:
-            end = ids.index(query["before_id"])
-            start = max(start, end - limit)
-        page = routes[start:end][:limit]
-        data = [{"type": "model", "id": r.model_id, "display_name": r.model_id,
-                 "created_at": _rfc3339(r.created)} for r in page]
-        body = {"data": data, "has_more": start + len(page) < end,
-                "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None}
         await send_bytes(send, 200, orjson.dumps(body), trace_id)
+
+
+def _model_entry(route: Route) -> dict[str, Any]:
+    return {"type": "model", "id": route.model_id, "display_name": route.model_id,
+            "created_at": _rfc3339(route.created)}
+
+
+def _page(routes: list[Route], query: dict[str, str]) -> dict[str, Any]:
+    """The vendor's pagination: `limit`, and `after_id` / `before_id` cursors."""
+    limit = _limit(query.get("limit"))
+    ids = [r.model_id for r in routes]
+    start, end = 0, len(routes)
+    if query.get("after_id") in ids:
+        start = ids.index(query["after_id"]) + 1
+    if query.get("before_id") in ids:
+        end = ids.index(query["before_id"])
+        start = max(start, end - limit)
+    page = routes[start:end][:limit]
+    data = [_model_entry(r) for r in page]
+    return {"data": data, "has_more": start + len(page) < end,
+            "first_id": data[0]["id"] if data else None, "last_id": data[-1]["id"] if data else None}
 
 
 def _query(scope: Scope) -> dict[str, str]:
