@@ -1,5 +1,6 @@
 """`POST /alt/v1/messages/count_tokens` and `GET /alt/v1/models` (issue 10 items 3 and 4), through the
-official anthropic SDK (`messages.count_tokens`, `models.list`) and raw HTTP."""
+official anthropic SDK (`messages.count_tokens`, `models.list`) and raw HTTP; the Responses protocol's
+count, `POST /v1/responses/input_tokens`, through the openai SDK (`responses.input_tokens.count`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import anthropic
 import httpx
 import pytest
 from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
 from sqlalchemy import select
 
 from modelgate.gateway import token_estimate
@@ -165,6 +167,82 @@ async def test_count_tokens_auth_and_routing_rules(gateway, openai_upstream):
     bad = await count_raw(gateway, wired.key, {"model": "gpt-test"})
     assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
     assert hidden.key != wired.key
+
+
+# --- POST /v1/responses/input_tokens ------------------------------------------------------------------
+
+INSTRUCTIONS = "You are a coding agent."
+INPUT = [{"role": "user", "content": "hello world"}]
+FUNCTION_TOOLS = [{"type": "function", "name": "Bash", "description": "Run a shell command", "strict": False,
+                   "parameters": TOOLS[0]["input_schema"]}]
+
+
+def openai_sdk(gateway, key: str) -> AsyncOpenAI:
+    return AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+
+
+async def count_responses_raw(gateway, key: str, body: dict) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        return await http.post("/v1/responses/input_tokens", json=body, headers={"authorization": f"Bearer {key}"})
+
+
+async def test_responses_count_on_an_openai_channel_is_the_vendors_own(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, [{"model_id": "team-gpt", "upstream_model": "gpt-test"}],
+                               kind="openai", name="native")
+    result = await openai_sdk(gateway, wired.key).responses.input_tokens.count(
+        model="team-gpt", instructions=INSTRUCTIONS, input=INPUT, tools=FUNCTION_TOOLS)
+    sent = openai_upstream.last
+    assert sent.path == "/v1/responses/input_tokens"
+    assert sent.json() == {"model": "gpt-test", "instructions": INSTRUCTIONS, "input": INPUT, "tools": FUNCTION_TOOLS}
+    assert result.object == "response.input_tokens" and result.input_tokens > 0
+    raw = await count_responses_raw(gateway, wired.key, {"model": "team-gpt", "instructions": INSTRUCTIONS,
+                                                         "input": INPUT, "tools": FUNCTION_TOOLS})
+    assert raw.json() == {"object": "response.input_tokens", "input_tokens": result.input_tokens}
+    assert raw.headers["x-modelgate-token-count"] == "provider"
+    assert await call_log_rows(gateway) == []
+
+
+async def test_responses_count_on_a_messages_channel_uses_the_vendor_count(gateway, anthropic_upstream):
+    # Converted to the vendor's count form: only the fields its count endpoint takes (it refuses max_tokens).
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    result = await openai_sdk(gateway, wired.key).responses.input_tokens.count(
+        model="claude-haiku-4-5", instructions=INSTRUCTIONS, input=INPUT, tools=FUNCTION_TOOLS)
+    sent = anthropic_upstream.last
+    assert sent.path == "/v1/messages/count_tokens" and sent.headers["x-api-key"] == API_KEY
+    assert sent.json() == {"model": "claude-haiku-4-5", "system": INSTRUCTIONS,
+                           "messages": [{"role": "user", "content": [{"type": "text", "text": "hello world"}]}],
+                           "tools": TOOLS}
+    assert result.input_tokens > 0
+
+
+async def test_responses_count_elsewhere_is_the_local_estimate(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])  # a chat-completions provider: no count
+    client = openai_sdk(gateway, wired.key)
+    bare = (await client.responses.input_tokens.count(model="gpt-test", input="hello world")).input_tokens
+    with_instructions = (await client.responses.input_tokens.count(
+        model="gpt-test", input="hello world", instructions=SYSTEM)).input_tokens
+    assert bare == 2 + 3 + 3  # as the messages count of the same text (above)
+    assert with_instructions - bare == len(token_estimate._encoding("o200k_base").encode_ordinary(SYSTEM)) + 3
+    raw = await count_responses_raw(gateway, wired.key, {"model": "gpt-test", "input": "hello world"})
+    assert raw.headers["x-modelgate-token-count"] == "estimate"
+    assert openai_upstream.requests == []
+
+
+async def test_responses_count_auth_and_routing_rules(gateway, openai_upstream):
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+    await gateway.wire(openai_upstream.base_url, ["gpt-other"], name="other", authorise=False)
+    body = {"model": "gpt-test", "input": "hi"}
+    assert (await count_responses_raw(gateway, "nope", body)).json() == {"code": "UNAUTHORIZED",
+                                                                         "message": "Invalid API key"}
+    denied = await count_responses_raw(gateway, wired.key, {"model": "gpt-other", "input": "hi"})
+    assert denied.status_code == 403 and denied.json()["code"] == "ACCESS_DENIED"
+    missing = await count_responses_raw(gateway, wired.key, {"model": "nope", "input": "hi"})
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "NOT_FOUND"
+    bad = await count_responses_raw(gateway, wired.key, {"model": "gpt-test", "input": 5})
+    assert bad.status_code == 400 and bad.json() == {"error": {
+        "message": "'input' must be a string or an array of input items", "type": "invalid_request_error",
+        "code": "invalid_request"}}
 
 
 # --- GET /alt/v1/models ------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from modelgate.config import Settings, load_settings
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Message, Receive, Scope, Send, send_bytes, send_error
 from modelgate.gateway.inference import InferenceHandler
+from modelgate.gateway.counting import TokenCounter
 from modelgate.gateway.messages_extras import MessagesExtras
 from modelgate.gateway.runtime import Runtime
 from modelgate.logs import configure_logging
@@ -46,6 +47,7 @@ class GatewayApp:
         self.runtime = runtime or Runtime(settings)
         self.inference = InferenceHandler(self.runtime)
         self.extras = MessagesExtras(self.inference)
+        self.counter = TokenCounter(self.inference)
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
         self.responses = ResponsesCodec()
@@ -71,7 +73,9 @@ class GatewayApp:
             if path == "/v1/responses":
                 return await self.inference.infer(scope, receive, send, self.responses)
             if path == "/alt/v1/messages/count_tokens":
-                return await self.extras.count_tokens(scope, receive, send)
+                return await self.counter.count_tokens(scope, receive, send, self.messages)
+            if path == "/v1/responses/input_tokens":
+                return await self.counter.count_tokens(scope, receive, send, self.responses)
         elif method == "HEAD" and path == "/alt":
             # Claude Code probes its base URL at every start.
             return await send_bytes(send, 200, b"", new_trace_id())

@@ -115,6 +115,19 @@ class ClientCodec(Protocol):
     def native_stream_tap(self, body: Mapping[str, Any]) -> NativeStreamTap: ...
 
 
+class CountingCodec(ClientCodec, Protocol):
+    """A protocol with an endpoint that counts a request's input tokens before it is sent
+    (messages `count_tokens`, Responses `input_tokens`)."""
+
+    def validate_count(self, body: Any, headers: Headers) -> str:
+        """Check a count body (a request's fields, some optional here); returns the model."""
+        ...
+
+    def count_answer(self, input_tokens: int) -> bytes:
+        """The protocol's answer to a count."""
+        ...
+
+
 def bearer_token(headers: Headers) -> bytes | None:
     value = headers.get(b"authorization")
     if value and value[:7].lower() == b"bearer ":

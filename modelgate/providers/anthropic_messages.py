@@ -437,6 +437,11 @@ class AnthropicStreamDecoder:
 # --- the adapter ---------------------------------------------------------------------
 
 
+# The body fields of `POST /v1/messages/count_tokens` (the vendor's API reference) that messages_body
+# writes. It refuses the others: "max_tokens: Extra inputs are not permitted" (Wei-Shaw/sub2api#4913).
+_COUNTED_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+
+
 class AnthropicMessagesAdapter:
     wire = NATIVE_WIRE
     answer_fields: tuple[str, ...] = ("content",)
@@ -451,6 +456,13 @@ class AnthropicMessagesAdapter:
     ) -> UpstreamRequest:
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
                                forward(body, {"model": upstream_model}))
+
+    def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        """The vendor's own count for another protocol's request: the fields its count endpoint takes."""
+        body = messages_body(req, upstream_model)
+        counted = {name: body[name] for name in _COUNTED_FIELDS if name in body}
+        return UpstreamRequest("POST", _base(endpoint) + "/v1/messages/count_tokens", _headers(endpoint),
+                               orjson.dumps(counted))
 
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:

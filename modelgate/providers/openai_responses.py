@@ -2,7 +2,8 @@
 
 Used for pass-through only: a Responses client calling a model of such a channel has its
 body forwarded as is (`model` set to the channel's upstream model, `previous_response_id`
-and every vendor field included), and the answer relayed byte for byte. Other clients reach
+and every vendor field included), and the answer relayed byte for byte; its input-token
+counts likewise (`POST /responses/input_tokens`). Other clients reach
 these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
 format's, so errors are classified by the kind's chat adapter.
 """
@@ -10,6 +11,8 @@ format's, so errors are classified by the kind's chat adapter.
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
+
+import orjson
 
 from modelgate.errors import UpstreamError
 from modelgate.protocols.body import forward
@@ -34,6 +37,15 @@ class ResponsesPassThrough:
                              stream: bool, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
         return UpstreamRequest("POST", self.url(endpoint), self.chat.headers(endpoint),
                                forward(body, {"model": upstream_model}))
+
+    def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
+                             client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+        """The vendor's own count (`POST /responses/input_tokens`), the client's body as is."""
+        return UpstreamRequest("POST", self.url(endpoint) + "/input_tokens", self.chat.headers(endpoint),
+                               forward(body, {"model": upstream_model}))
+
+    def parse_count(self, body: bytes) -> int:
+        return orjson.loads(body)["input_tokens"]
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         return self.chat.classify_error(status, body, headers)

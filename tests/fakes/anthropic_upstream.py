@@ -189,6 +189,11 @@ class FakeAnthropic(FakeUpstream):
         body = await self._read_body(request, ("model", "messages"))
         if isinstance(body, web.Response):
             return body
+        # The vendor refuses a message request's own fields here ("max_tokens: Extra inputs are not
+        # permitted", Wei-Shaw/sub2api#4913).
+        for name in ("max_tokens", "temperature", "top_p", "top_k", "stop_sequences", "stream", "metadata"):
+            if name in body:
+                return json_response(error_body("invalid_request_error", f"{name}: Extra inputs are not permitted"), 400)
         prompt = json.dumps([body.get("system"), body["messages"], body.get("tools")])
         return json_response({"input_tokens": len(prompt) // 4 + 1})
 

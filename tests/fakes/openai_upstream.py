@@ -80,6 +80,7 @@ class FakeOpenAI(FakeUpstream):
     def routes(self, app: web.Application) -> None:
         app.router.add_post(f"{self.base_path}/chat/completions", self.chat)
         app.router.add_post(self.responses_path, self.responses)
+        app.router.add_post(self.responses_path + "/input_tokens", self.input_tokens)
         app.router.add_get(f"{self.base_path}/models", self.list_models)
 
     def _authorised(self, request: web.Request) -> bool:
@@ -211,6 +212,18 @@ class FakeOpenAI(FakeUpstream):
         return resp
 
     # --- the Responses API ------------------------------------------------------
+
+    async def input_tokens(self, request: web.Request) -> web.Response:
+        """POST /responses/input_tokens: the count of a Responses request's input, as the API reference's
+        `response.input_tokens` object."""
+        if not self._authorised(request):
+            return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
+        body = orjson.loads(await request.read())
+        if body.get("model") not in self.models:
+            return openai_error(404, f"The model `{body.get('model')}` does not exist or you do not have access "
+                                "to it.", "invalid_request_error", "model_not_found")
+        counted = orjson.dumps([body.get("instructions"), body.get("input"), body.get("tools")]).decode()
+        return json_response({"object": "response.input_tokens", "input_tokens": words(counted)})
 
     async def responses(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):

@@ -60,6 +60,12 @@ class MessagesCodec:
     def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         return validate(body, betas(headers) if headers else None)
 
+    def validate_count(self, body: Any, headers: Headers) -> str:
+        return validate_count(body, betas(headers))
+
+    def count_answer(self, input_tokens: int) -> bytes:
+        return orjson.dumps({"input_tokens": input_tokens})
+
     def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
         return view.read(raw, allows_mid_conversation_system(betas(headers)))
 

@@ -38,6 +38,12 @@ class ResponsesCodec:
     def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
         return decode.validate(body)
 
+    def validate_count(self, body: Any, headers: Headers) -> str:
+        return decode.validate(body)[0]  # the create body's fields, as the SDK's `input_tokens.count` sends them
+
+    def count_answer(self, input_tokens: int) -> bytes:
+        return orjson.dumps({"object": "response.input_tokens", "input_tokens": input_tokens})
+
     def read_typed(self, raw: bytes, headers: Headers) -> tuple[Any, str, bool] | None:
         return view.read(raw)
 
