@@ -216,22 +216,26 @@ class FakeOpenAI(FakeUpstream):
     async def input_tokens(self, request: web.Request) -> web.Response:
         """POST /responses/input_tokens: the count of a Responses request's input, as the API reference's
         `response.input_tokens` object."""
-        if not self._authorised(request):
-            return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
-        body = orjson.loads(await request.read())
-        if body.get("model") not in self.models:
-            return openai_error(404, f"The model `{body.get('model')}` does not exist or you do not have access "
-                                "to it.", "invalid_request_error", "model_not_found")
+        body = await self._responses_body(request)
+        if isinstance(body, web.Response):
+            return body
         counted = orjson.dumps([body.get("instructions"), body.get("input"), body.get("tools")]).decode()
         return json_response({"object": "response.input_tokens", "input_tokens": words(counted)})
 
-    async def responses(self, request: web.Request) -> web.StreamResponse:
+    async def _responses_body(self, request: web.Request) -> dict[str, Any] | web.Response:
+        """The body of a Responses API call, or the vendor's refusal of its key or model."""
         if not self._authorised(request):
             return openai_error(401, "Incorrect API key provided.", "invalid_request_error", "invalid_api_key")
         body = orjson.loads(await request.read())
         if body.get("model") not in self.models:
             return openai_error(404, f"The model `{body.get('model')}` does not exist or you do not have access "
                                 "to it.", "invalid_request_error", "model_not_found")
+        return body
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        body = await self._responses_body(request)
+        if isinstance(body, web.Response):
+            return body
         previous = body.get("previous_response_id")
         if previous is not None and previous not in self.stored_responses:
             return openai_error(400, f"Previous response with id '{previous}' not found.",
