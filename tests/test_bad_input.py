@@ -8,6 +8,8 @@ from typing import Any
 
 import httpx
 
+from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
+
 # Shaped like agents' requests: the fields the gateway reads beyond the conversation (streaming options,
 # reasoning, output format, cache marks) are where a mutation reaches code paths the rest does not.
 CHAT = {
@@ -107,4 +109,44 @@ async def test_mutated_bodies_get_spec_shaped_errors_never_500(gateway, openai_u
         raw = await http.post("/v1/chat/completions", headers={"authorization": f"Bearer {wired.key}"},
                               content=b"\xff\xfe{not json")
         assert raw.status_code == 400
+    assert 400 in seen_statuses and 200 in seen_statuses, seen_statuses
+
+
+async def test_mutated_count_bodies_get_spec_shaped_errors_never_500(gateway, openai_upstream, anthropic_upstream):
+    # Both protocols' counts, on a route of each kind of count: the vendor's own with the client's body
+    # (anthropic for messages, openai for Responses), the vendor's own converted (anthropic for
+    # Responses) and the local estimate (a chat-completions channel).
+    limits = {"rate_capacity": 10_000, "rate_refill": 1000}
+    estimated = await gateway.wire(openai_upstream.base_url, ["gpt-test"], **limits)
+    native = await gateway.wire(openai_upstream.base_url, ["gpt-native"], kind="openai", name="native", **limits)
+    openai_upstream.models.add("gpt-native")
+    claude = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                                upstream_keys=(ANTHROPIC_KEY,), name="claude", **limits)
+    messages_count = {name: value for name, value in MESSAGES.items() if name not in ("max_tokens", "stream")}
+    rng = random.Random(20261124)
+    seen_statuses: set[int] = set()
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        for round_ in range(60):
+            for path, base, model, key in (
+                ("/alt/v1/messages/count_tokens", messages_count, "claude-haiku-4-5", claude.key),
+                ("/alt/v1/messages/count_tokens", messages_count, "gpt-test", estimated.key),
+                ("/v1/responses/input_tokens", RESPONSES, "gpt-native", native.key),
+                ("/v1/responses/input_tokens", RESPONSES, "claude-haiku-4-5", claude.key),
+                ("/v1/responses/input_tokens", RESPONSES, "gpt-test", estimated.key),
+            ):
+                body = mutate({**base, "model": model}, rng)
+                headers = ({"x-api-key": key, "alt-version": "2023-06-01"} if path.startswith("/alt")
+                           else {"authorization": f"Bearer {key}"})
+                resp = await http.post(path, headers=headers, json=body)
+                seen_statuses.add(resp.status_code)
+                assert resp.status_code < 500 or resp.status_code == 502, (path, body, resp.text)
+                assert resp.headers.get("x-trace-id"), "every answer carries its trace id"
+                if resp.status_code == 200:
+                    assert type(resp.json()["input_tokens"]) is int
+                elif resp.status_code == 400:
+                    error = resp.json()
+                    if path.startswith("/alt"):
+                        assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+                    else:
+                        assert error["error"]["code"] == "invalid_request"
     assert 400 in seen_statuses and 200 in seen_statuses, seen_statuses
