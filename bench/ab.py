@@ -29,8 +29,9 @@ if __package__ in (None, ""):
 
 from bench import targets, workloads  # noqa: E402
 from bench.agent import Layout  # noqa: E402
+from bench.agent_cases import AGENT_CASES, AgentCase, bare_call, gateway_call  # noqa: E402
 from bench.run import Runner, ensure_wrk  # noqa: E402
-from bench.targets import ALT_MODEL, MODEL, RENAMED_MODEL, Call, Target  # noqa: E402
+from bench.targets import Call, Target  # noqa: E402
 
 # A case: the bare proxy's call (chat or messages upstream path) and modelgate's, given its key.
 Case = tuple[Callable[[Target], Call], Callable[[str], Call]]
@@ -40,35 +41,22 @@ def _chat(key: str, body: bytes, stream: bool = False) -> Call:
     return Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], body, stream)
 
 
-def _messages(key: str, body: bytes) -> Call:
-    return Call("/alt/v1/messages", [f"x-api-key: {key}", "alt-version: 2023-06-01"], body, False)
-
-
 def _bare_chat(body: bytes, stream: bool = False) -> Callable[[Target], Call]:
     return lambda up: Call("/v1/chat/completions", up.calls["chat"].headers, body, stream)
 
 
-def _bare_messages(body: bytes) -> Callable[[Target], Call]:
-    return lambda up: Call("/v1/messages", up.calls["messages"].headers, body, False)
+def _agent_case(case: AgentCase) -> Case:
+    return (lambda up: bare_call(case.bare, workloads.AGENT_150, up),
+            lambda key: gateway_call(case, workloads.AGENT_150, key))
 
 
 def cases() -> dict[str, Case]:
     small = targets.chat_call("/", []).body
     small_stream = targets.chat_call("/", []).streamed().body
-    big = workloads.AGENT_150
-    chat_big = workloads.agent_chat_body(big, MODEL)
-    messages_big = workloads.agent_messages_body(big, MODEL)
     return {
         "small": (_bare_chat(small), lambda key: _chat(key, small)),
         "small-stream": (_bare_chat(small_stream, stream=True), lambda key: _chat(key, small_stream, stream=True)),
-        "agent150": (_bare_chat(chat_big), lambda key: _chat(key, chat_big)),
-        "agent150-messages": (_bare_messages(messages_big),
-                              lambda key: _messages(key, workloads.agent_messages_body(big, ALT_MODEL))),
-        "agent150-renamed": (_bare_chat(chat_big),
-                             lambda key: _chat(key, workloads.agent_chat_body(big, RENAMED_MODEL))),
-        "agent150-messages-to-chat": (_bare_messages(messages_big), lambda key: _messages(key, messages_big)),
-        "agent150-chat-to-messages": (_bare_chat(chat_big),
-                                      lambda key: _chat(key, workloads.agent_chat_body(big, ALT_MODEL))),
+        **{case.short: _agent_case(case) for case in AGENT_CASES},
     }
 
 

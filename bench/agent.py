@@ -39,9 +39,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import peers, procstats, targets, workloads  # noqa: E402
+from bench.agent_cases import AGENT_CASES, bare_call, gateway_call  # noqa: E402
 from bench.run import Runner, ensure_wrk, machine_info  # noqa: E402
 from bench.targets import (  # noqa: E402
-    ALT_LONG_MODEL, ALT_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, RENAMED_MODEL, Call, Target,
+    ALT_LONG_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, Call, Target,
 )
 
 class Layout:
@@ -245,7 +246,6 @@ def main(argv: list[str] | None = None) -> int:
         mg_chat = [f"Authorization: Bearer {key}"]
         mg_msgs = [f"x-api-key: {key}", "alt-version: 2023-06-01"]
         up_chat = upstream.calls["chat"].headers
-        up_msgs = upstream.calls["messages"].headers
 
         def chat(body: bytes) -> Call:
             return Call("/v1/chat/completions", mg_chat, body, False)
@@ -253,28 +253,14 @@ def main(argv: list[str] | None = None) -> int:
         def msgs(body: bytes) -> Call:
             return Call("/alt/v1/messages", mg_msgs, body, False)
 
-        def responses(body: bytes) -> Call:
-            return Call("/v1/responses", mg_chat, body, False)
-
         if "requests" in parts:
             for shape_name, shape in (("agent150", workloads.AGENT_150), ("agent80", workloads.AGENT_80)):
                 print(f"== {shape_name}: interleaved", flush=True)
-                cb, mb = workloads.agent_chat_body(shape, MODEL), workloads.agent_messages_body(shape, MODEL)
-                cases = [
-                    ("bare chat", bare, Call("/v1/chat/completions", up_chat, cb, False)),
-                    ("bare messages", bare, Call("/v1/messages", up_msgs, mb, False)),
-                    ("modelgate pass-through chat", mg, chat(cb)),
-                    ("modelgate pass-through messages", mg, msgs(workloads.agent_messages_body(shape, ALT_MODEL))),
-                    ("modelgate messages→chat", mg, msgs(mb)),
-                    ("modelgate chat→messages", mg, chat(workloads.agent_chat_body(shape, ALT_MODEL))),
-                    # The cost of a model the channel serves under another upstream name: the request's
-                    # model rewritten, the answer's set back to the client's id (issue 10).
-                    ("modelgate pass-through chat, renamed model", mg, chat(workloads.agent_chat_body(
-                        shape, RENAMED_MODEL))),
-                    ("modelgate responses→chat", mg, responses(workloads.agent_responses_body(shape, MODEL))),
-                ]
+                cases = [(name, bare, bare_call(name, shape, upstream)) for name in ("bare chat", "bare messages")]
+                cases += [(case.name, mg, gateway_call(case, shape, key)) for case in AGENT_CASES]
                 if shape is workloads.AGENT_150:
-                    cases += [(p.name, p, peers.chat_with_model(p, cb)) for p in peer_targets]
+                    chat_body = workloads.agent_chat_body(shape, MODEL)
+                    cases += [(p.name, p, peers.chat_with_model(p, chat_body)) for p in peer_targets]
                 results[shape_name] = bench.interleaved(cases, args.connections)
             print("== small requests: interleaved", flush=True)
             small = targets.chat_call("/v1/chat/completions", up_chat)

@@ -8,6 +8,8 @@ from typing import Any
 
 import orjson
 
+from bench.agent_cases import AGENT_CASES
+
 GOALS = {
     "agent_pass_cpu": 1.3, "agent_conv_cpu": 2.0, "small_rps": 0.85, "small_cpu": 1.2,
     "stream_conv_cpu": 1.15, "ttfb_added_ms": 30.0, "scaling": 0.90, "rss_mb": 100.0,
@@ -15,11 +17,9 @@ GOALS = {
 PEERS = ("tensorzero", "portkey", "litellm")
 # Which bare-proxy case each case is compared with: the same client body through the floor.
 REFERENCE = {
-    "modelgate pass-through chat": "bare chat", "modelgate chat→messages": "bare chat",
-    "modelgate pass-through messages": "bare messages", "modelgate messages→chat": "bare messages",
+    **{case.name: case.bare for case in AGENT_CASES},
     "tensorzero": "bare chat", "portkey": "bare chat", "litellm": "bare chat",
     "modelgate": "bare", "modelgate stream": "bare stream",
-    "modelgate pass-through chat, renamed model": "bare chat", "modelgate responses→chat": "bare chat",
 }
 
 
