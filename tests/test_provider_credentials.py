@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from aiohttp import web
@@ -615,6 +616,35 @@ async def test_gateway_serves_a_keyless_bedrock_provider_through_the_aws_chain(a
                                                       stream=True)
         assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "Echo: yo"
         assert fake.last.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIACHAINEXAMPLE/")
+    finally:
+        await fake.close()
+
+
+async def test_a_first_count_through_the_aws_chain_gets_its_credentials_off_the_event_loop(aws_env, gateway, caplog):
+    # Claude Code counts before its first request: the count, like a call, obtains the chain's
+    # credentials in a worker thread (`prepare`), never by a blocking fetch on the event loop.
+    from tests.fakes.bedrock_upstream import FakeBedrock
+
+    fake = await FakeBedrock(access_key="AKIACOUNTEXAMPLE", secret_key="count/secret+key").start()
+    try:
+        aws_env.setenv("AWS_ACCESS_KEY_ID", "AKIACOUNTEXAMPLE")
+        aws_env.setenv("AWS_SECRET_ACCESS_KEY", "count/secret+key")
+        svc = gateway.services
+        provider = await svc.providers.create("bedrock-count", "aws-bedrock", base_url=fake.origin,
+                                              options={"auth": "aws", "region": fake.region})
+        model = "anthropic.claude-3-5-haiku-20241022-v1:0"
+        channel = await svc.channels.create("bedrock-count-channel", provider.id, models=[model])
+        app = await svc.applications.create("bedrock-count-app")
+        await svc.applications.authorize_channel(app.id, channel.id)
+        key = (await svc.api_keys.create(app.id)).plaintext
+        await gateway.runtime.refresh()
+        async with httpx.AsyncClient(base_url=gateway.url) as http:
+            counted = await http.post("/alt/v1/messages/count_tokens", headers={
+                "x-api-key": key, "anthropic-version": "2023-06-01"},
+                json={"model": model, "messages": [{"role": "user", "content": "hello"}]})
+        assert counted.status_code == 200 and counted.headers["x-modelgate-token-count"] == "provider"
+        assert fake.last.headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIACOUNTEXAMPLE/")
+        assert "should await prepare()" not in caplog.text
     finally:
         await fake.close()
 

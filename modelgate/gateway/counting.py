@@ -21,7 +21,7 @@ from modelgate.gateway import token_estimate
 from modelgate.gateway.asgi import Receive, Scope, Send, read_body, request_headers, send_bytes, send_error
 from modelgate.gateway.inference import MAX_BODY_BYTES, parse_json, served_routes
 from modelgate.protocols.base import CountingCodec
-from modelgate.providers.base import Endpoint, refusal
+from modelgate.providers.base import Endpoint, prepare, refusal
 from modelgate.providers.registry import get_kind
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import Route
@@ -89,6 +89,7 @@ class TokenCounter:
     async def _provider_count(self, ctx: CallContext, route: Route, endpoint: Endpoint, body: dict[str, Any],
                               codec: CountingCodec, client_headers: dict[str, str]) -> int:
         adapter = _counting_adapter(route, codec)  # not None: _count chose countable routes
+        await prepare(adapter, endpoint)  # cloud credentials obtained off the event loop, as for inference
         if adapter.wire == codec.native_wire:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:
