@@ -579,6 +579,54 @@ async def test_vertex_gemini_and_claude_with_a_service_account_key():
     assert calls[2][0].endswith(":streamRawPredict") and calls[2][1]["stream"] is True
 
 
+async def test_vertex_counts_with_the_count_endpoints_of_claude_and_gemini():
+    # Claude: POST .../publishers/anthropic/models/count-tokens:rawPredict with `model` in the body
+    # (cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/count-tokens, and the vendor
+    # SDK's Vertex client) -> {input_tokens}. Gemini: POST .../models/{model}:countTokens with
+    # CountTokensRequest's fields -> {totalTokens, totalBillableCharacters}.
+    seen: list[tuple[str, dict[str, Any]]] = []
+
+    async def token(request: web.Request) -> web.Response:
+        return web.json_response({"access_token": "ya29.count", "expires_in": 3600, "token_type": "Bearer"})
+
+    async def count(request: web.Request) -> web.Response:
+        assert request.headers["Authorization"] == "Bearer ya29.count"
+        body = await request.json()
+        seen.append((request.path, body))
+        if request.path.endswith("/anthropic/models/count-tokens:rawPredict"):
+            allowed = {"anthropic_version", "model", "messages", "system", "tools", "tool_choice", "thinking"}
+            if set(body) - allowed:
+                return web.json_response({"type": "error", "error": {
+                    "type": "invalid_request_error", "message": "Extra inputs are not permitted"}}, status=400)
+            return web.json_response({"input_tokens": 21})
+        if request.path.endswith(":countTokens"):
+            if set(body) - {"contents", "systemInstruction", "tools", "generationConfig"}:
+                return web.json_response({"error": {"code": 400, "status": "INVALID_ARGUMENT",
+                                                    "message": "Invalid JSON payload received. Unknown name"}}, status=400)
+            return web.json_response({"totalTokens": 34, "totalBillableCharacters": 90})
+        return web.json_response({"error": {"code": 404, "status": "NOT_FOUND", "message": "no route"}}, status=404)
+
+    req = ChatRequest("m", [Message("user", [TextPart("hello")])], system=["be brief"], max_tokens=64,
+                      temperature=0.5)
+    async with LocalServer([web.post("/token", token), web.post("/{tail:.*}", count)]) as server:
+        info, _ = _service_account(server.url + "/token")
+        adapter = KINDS["vertex-ai"].adapter
+        ep = endpoint("vertex-ai", server.url, {"location": "us-east5"}, key=orjson.dumps(info).decode())
+        await prepare(adapter, ep)
+        status, _, body = await send(adapter.count_request(req, "claude-sonnet-4@20250514", ep))
+        assert status == 200 and adapter.parse_count(body) == 21
+        status, _, body = await send(adapter.count_request(req, "gemini-2.5-flash", ep))
+        assert status == 200 and adapter.parse_count(body) == 34
+    (claude_path, claude_body), (gemini_path, gemini_body) = seen
+    assert claude_path == "/v1/projects/proj-1/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict"
+    assert claude_body == {"anthropic_version": "vertex-2023-10-16", "model": "claude-sonnet-4@20250514",
+                           "system": "be brief",
+                           "messages": [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]}
+    assert gemini_path == "/v1/projects/proj-1/locations/us-east5/publishers/google/models/gemini-2.5-flash:countTokens"
+    assert gemini_body["contents"] == [{"role": "user", "parts": [{"text": "hello"}]}]
+    assert gemini_body["systemInstruction"] == {"parts": [{"text": "be brief"}]}
+
+
 def test_vertex_regional_host_from_location():
     adapter = KINDS["vertex-ai"].adapter
     ep = endpoint("vertex-ai", "https://aiplatform.googleapis.com", {"project": "p", "location": "europe-west4"})

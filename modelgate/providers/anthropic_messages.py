@@ -217,6 +217,17 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     return body
 
 
+# The body fields of `POST /v1/messages/count_tokens` (the vendor's API reference) that messages_body
+# writes. It refuses the others: "max_tokens: Extra inputs are not permitted" (Wei-Shaw/sub2api#4913).
+_COUNTED_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
+
+
+def count_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
+    """The vendor's count body for an IR request: the fields its count endpoint takes."""
+    body = messages_body(req, upstream_model)
+    return {name: body[name] for name in _COUNTED_FIELDS if name in body}
+
+
 def _tool_choice(req: ChatRequest) -> dict[str, Any]:
     choice = req.tool_choice
     assert choice is not None
@@ -437,9 +448,6 @@ class AnthropicStreamDecoder:
 # --- the adapter ---------------------------------------------------------------------
 
 
-# The body fields of `POST /v1/messages/count_tokens` (the vendor's API reference) that messages_body
-# writes. It refuses the others: "max_tokens: Extra inputs are not permitted" (Wei-Shaw/sub2api#4913).
-_COUNTED_FIELDS = ("model", "messages", "system", "tools", "tool_choice", "thinking")
 
 
 class AnthropicMessagesAdapter:
@@ -458,11 +466,9 @@ class AnthropicMessagesAdapter:
                                forward(body, {"model": upstream_model}))
 
     def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        """The vendor's own count for another protocol's request: the fields its count endpoint takes."""
-        body = messages_body(req, upstream_model)
-        counted = {name: body[name] for name in _COUNTED_FIELDS if name in body}
+        """The vendor's own count for another protocol's request."""
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages/count_tokens", _headers(endpoint),
-                               orjson.dumps(counted))
+                               orjson.dumps(count_body(req, upstream_model)))
 
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:

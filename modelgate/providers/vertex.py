@@ -3,7 +3,8 @@
   {base}/v1/projects/{project}/locations/{location}/publishers/google/models/{model}:generateContent
   (:streamGenerateContent?alt=sse) with the Gemini body (gemini.py), and
   .../publishers/anthropic/models/{model}:rawPredict (:streamRawPredict) with the messages body
-  (anthropic_messages.py) less `model`, plus `anthropic_version: vertex-2023-10-16`.
+  (anthropic_messages.py) less `model`, plus `anthropic_version: vertex-2023-10-16`. Counts:
+  .../anthropic/models/count-tokens:rawPredict and .../google/models/{model}:countTokens.
 
 A model whose name starts with `claude` goes to the anthropic publisher, any other to google.
 Answers are told apart by their shape (a message object or SSE `event:` lines for Claude).
@@ -32,6 +33,11 @@ VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
 
 def _credentials(endpoint: Endpoint) -> GoogleCredentials:
     return source_for(endpoint, lambda: GoogleCredentials(endpoint.api_key))  # type: ignore[return-value]
+
+
+# Vertex's CountTokensRequest (v1 REST reference, endpoints.countTokens) takes these of a generateContent
+# body; Google's JSON APIs refuse unknown fields (toolConfig, safetySettings).
+_GEMINI_COUNTED = ("contents", "systemInstruction", "tools", "generationConfig")
 
 
 def _claude(model: str) -> bool:
@@ -69,10 +75,13 @@ class VertexAdapter:
             headers["accept"] = "text/event-stream"
         return headers
 
+    def _publishers(self, endpoint: Endpoint) -> str:
+        return (f"{self._base(endpoint)}/v1/projects/{quote(self._project(endpoint), safe='')}"
+                f"/locations/{quote(self._location(endpoint), safe='')}/publishers")
+
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         model = upstream_model.removeprefix("models/")
-        prefix = (f"{self._base(endpoint)}/v1/projects/{quote(self._project(endpoint), safe='')}"
-                  f"/locations/{quote(self._location(endpoint), safe='')}/publishers")
+        prefix = self._publishers(endpoint)
         if _claude(model):
             body = anthropic_messages.messages_body(req, model)
             body.pop("model", None)
@@ -84,6 +93,25 @@ class VertexAdapter:
             method = "streamGenerateContent?alt=sse" if req.stream else "generateContent"
             url = f"{prefix}/google/models/{quote(model, safe='-._')}:{method}"
         return UpstreamRequest("POST", url, self._headers(endpoint, req.stream), orjson.dumps(body))
+
+    def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
+        """Claude: `anthropic/models/count-tokens:rawPredict` with the vendor's count body, `model` in it
+        (as the vendor SDK's Vertex client sends it); Gemini: `:countTokens` with the fields of
+        Vertex's CountTokensRequest."""
+        model = upstream_model.removeprefix("models/")
+        prefix = self._publishers(endpoint)
+        body: dict[str, Any]
+        if _claude(model):
+            body = {**anthropic_messages.count_body(req, model), "anthropic_version": VERTEX_ANTHROPIC_VERSION}
+            url = f"{prefix}/anthropic/models/count-tokens:rawPredict"
+        else:
+            body = {k: v for k, v in gemini.build_body(req, endpoint.options).items() if k in _GEMINI_COUNTED}
+            url = f"{prefix}/google/models/{quote(model, safe='-._')}:countTokens"
+        return UpstreamRequest("POST", url, self._headers(endpoint, False), orjson.dumps(body))
+
+    def parse_count(self, body: bytes) -> int:
+        data = orjson.loads(body)  # Claude's {input_tokens} or Gemini's {totalTokens, ...}
+        return data["input_tokens"] if "input_tokens" in data else data["totalTokens"]
 
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)
