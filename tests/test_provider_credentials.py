@@ -23,6 +23,7 @@ import pytest
 from aiohttp import web
 
 from modelgate.protocols.ir import ChatRequest, Message, StreamEnd, TextDelta, TextPart
+from modelgate.providers import credentials
 from modelgate.providers.base import Endpoint, prepare
 from modelgate.providers.registry import KINDS
 from tests.fakes.upstream_base import decode_stream, send
@@ -77,6 +78,9 @@ def aws_env(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # Nor credentials an earlier test's chain obtained: gateways of different tests number their
+    # providers alike, and a chain is kept per provider.
+    monkeypatch.setattr(credentials, "_sources", {})
     return monkeypatch
 
 

@@ -88,8 +88,10 @@ class TokenCounter:
 
     async def _provider_count(self, ctx: CallContext, route: Route, endpoint: Endpoint, body: dict[str, Any],
                               codec: CountingCodec, client_headers: dict[str, str]) -> int:
+        # Cloud credentials obtained off the event loop, by the kind's adapter, as for inference (a
+        # pass-through adapter signs with its kind's: Azure's Entra token).
+        await prepare(get_kind(route.provider_kind).adapter, endpoint)
         adapter = _counting_adapter(route, codec)  # not None: _count chose countable routes
-        await prepare(adapter, endpoint)  # cloud credentials obtained off the event loop, as for inference
         if adapter.wire == codec.native_wire:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:
