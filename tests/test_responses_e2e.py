@@ -4,6 +4,8 @@ gateway → a chat-completions upstream, a messages upstream (conversion) and a 
 
 from __future__ import annotations
 
+import base64
+
 import httpx
 import openai
 import orjson
@@ -252,6 +254,41 @@ async def test_a_cut_pass_through_stream_ends_with_an_error_event(gateway, opena
     assert frames[-2]["type"] == "response.output_item.done"
     assert frames[-1] == {"type": "error", "code": "server_error", "message": frames[-1]["message"],
                           "param": None, "sequence_number": frames[-2]["sequence_number"] + 1}
+
+
+# --- compaction (POST /v1/responses/compact) --------------------------------------------------------
+
+
+async def test_compaction_is_passed_through_to_a_responses_upstream(gateway, openai_upstream):
+    # The SDK's `responses.compact`: the vendor's own compaction, its encrypted item relayed untouched.
+    wired = await wire_native(gateway, openai_upstream, model="team-gpt")
+    conversation = [{"role": "user", "content": "refactor the parser"},
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}]
+    compacted = await client(gateway, wired.key).responses.compact(model="team-gpt", input=conversation,
+                                                                  instructions="be brief")
+    assert compacted.object == "response.compaction"
+    assert [item.type for item in compacted.output] == ["message", "compaction"]
+    sent = openai_upstream.last
+    assert sent.path == "/v1/responses/compact"
+    assert sent.json() == {"model": "gpt-test", "input": conversation, "instructions": "be brief"}
+    # Opaque state, relayed as the upstream wrote it (the fake encodes the input it compacted).
+    assert orjson.loads(base64.b64decode(compacted.output[-1].encrypted_content)) == conversation
+    [row] = await call_rows(gateway)
+    assert (row.protocol, row.status, row.model) == ("responses", 200, "team-gpt")
+    assert row.prompt_tokens == compacted.usage.input_tokens and row.completion_tokens == 7
+
+
+async def test_compaction_on_a_converted_route_is_a_clear_400(gateway, openai_upstream):
+    wired = await wire_chat(gateway, openai_upstream)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client(gateway, wired.key).responses.compact(model="gpt-test", input="hi")
+    error = caught.value.response.json()["error"]
+    assert error["code"] == "invalid_request" and "cannot compact" in error["message"]
+    assert openai_upstream.requests == []
+    async with httpx.AsyncClient(base_url=gateway.url) as http:
+        streamed = await http.post("/v1/responses/compact", headers={"authorization": f"Bearer {wired.key}"},
+                                   json={"model": "gpt-test", "input": "hi", "stream": True})
+    assert streamed.status_code == 400 and "'stream'" in streamed.json()["error"]["message"]
 
 
 # --- errors ------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from modelgate.gateway.runtime import Runtime
 from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
-from modelgate.protocols.responses import ResponsesCodec
+from modelgate.protocols.responses import ResponsesCodec, ResponsesCompactCodec
 from modelgate.safetext import shown
 from modelgate.tracing import new_trace_id
 
@@ -51,6 +51,7 @@ class GatewayApp:
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
         self.responses = ResponsesCodec()
+        self.compact = ResponsesCompactCodec()
         self.management: Any = None  # the management API and console, built on first use
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -76,6 +77,8 @@ class GatewayApp:
                 return await self.counter.count_tokens(scope, receive, send, self.messages)
             if path == "/v1/responses/input_tokens":
                 return await self.counter.count_tokens(scope, receive, send, self.responses)
+            if path == "/v1/responses/compact":
+                return await self.inference.infer(scope, receive, send, self.compact)
         elif method == "HEAD" and path == "/alt":
             # Claude Code probes its base URL at every start.
             return await send_bytes(send, 200, b"", new_trace_id())

@@ -3,7 +3,7 @@
 Used for pass-through only: a Responses client calling a model of such a channel has its
 body forwarded as is (`model` set to the channel's upstream model, `previous_response_id`
 and every vendor field included), and the answer relayed byte for byte; its input-token
-counts likewise (`POST /responses/input_tokens`). Other clients reach
+counts (`POST /responses/input_tokens`) and compactions (`POST /responses/compact`) likewise. Other clients reach
 these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
 format's, so errors are classified by the kind's chat adapter.
 """
@@ -20,22 +20,26 @@ from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 
 WIRE = "openai-responses"
+COMPACT_WIRE = "openai-responses-compact"  # POST /responses/compact
 
 
 class ResponsesPassThrough:
     """The `openai-responses` wire (a `PassThroughAdapter`) of a kind whose chat adapter gives
     the auth headers and the error classification."""
 
-    wire = WIRE
-    answer_fields: tuple[str, ...] = ("output",)  # a response object always has its `output` list
+    # A response object, and a compaction's (`response.compaction`), always has its `output` list.
+    answer_fields: tuple[str, ...] = ("output",)
 
-    def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str]) -> None:
+    def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str], wire: str = WIRE,
+                 path: str = "") -> None:
         self.chat = chat
         self.url = url
+        self.wire = wire  # WIRE, or COMPACT_WIRE for `path` "/compact"
+        self.path = path
 
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              stream: bool, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
-        return UpstreamRequest("POST", self.url(endpoint), self.chat.headers(endpoint),
+        return UpstreamRequest("POST", self.url(endpoint) + self.path, self.chat.headers(endpoint),
                                forward(body, {"model": upstream_model}))
 
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,

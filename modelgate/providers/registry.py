@@ -33,7 +33,7 @@ from modelgate.providers.openai_compat import (
     thinking_type,
     zhipu_sampling,
 )
-from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
+from modelgate.providers.openai_responses import COMPACT_WIRE, ResponsesPassThrough, azure_url, openai_url
 from modelgate.providers.vertex import VertexAdapter
 
 
@@ -85,7 +85,8 @@ KINDS: dict[str, ProviderKind] = {
     for kind in (
         ProviderKind("openai", "OpenAI", _openai_platform, "https://api.openai.com/v1",
                      "https://platform.openai.com/docs/api-reference/chat",
-                     pass_through=(ResponsesPassThrough(_openai_platform, openai_url),)),
+                     pass_through=(ResponsesPassThrough(_openai_platform, openai_url),
+                                   ResponsesPassThrough(_openai_platform, openai_url, COMPACT_WIRE, "/compact"))),
         ProviderKind("openai-compatible", "OpenAI-compatible (any base URL)", _openai_chat, None,
                      "https://platform.openai.com/docs/api-reference/chat", key_required=False,
                      base_url_note="the server's chat-completions base, e.g. http://host:8000/v1"),
@@ -94,7 +95,9 @@ KINDS: dict[str, ProviderKind] = {
                      base_url_note="the resource endpoint, https://{resource}.openai.azure.com; "
                                    "model names are deployment names; options.api_version (\"v1\": the v1 API); "
                                    "options.auth \"entra\": Microsoft Entra ID instead of the resource key",
-                     keyless_auth=("entra",), pass_through=(ResponsesPassThrough(_azure, azure_url),),
+                     keyless_auth=("entra",), pass_through=(ResponsesPassThrough(_azure, azure_url),
+                                                            ResponsesPassThrough(_azure, azure_url, COMPACT_WIRE,
+                                                                                 "/compact")),
                      options=("api_version", "auth", "tenant_id", "client_id", "scope", "authority_host",
                               "disable_instance_discovery")),
         ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",

@@ -16,6 +16,7 @@ tool given (parallel calls), arguments built from each tool's schema.
 from __future__ import annotations
 
 import asyncio
+import base64
 import time
 from typing import Any, Callable
 
@@ -81,6 +82,7 @@ class FakeOpenAI(FakeUpstream):
         app.router.add_post(f"{self.base_path}/chat/completions", self.chat)
         app.router.add_post(self.responses_path, self.responses)
         app.router.add_post(self.responses_path + "/input_tokens", self.input_tokens)
+        app.router.add_post(self.responses_path + "/compact", self.compact)
         app.router.add_get(f"{self.base_path}/models", self.list_models)
 
     def _authorised(self, request: web.Request) -> bool:
@@ -221,6 +223,28 @@ class FakeOpenAI(FakeUpstream):
             return body
         counted = orjson.dumps([body.get("instructions"), body.get("input"), body.get("tools")]).decode()
         return json_response({"object": "response.input_tokens", "input_tokens": words(counted)})
+
+    async def compact(self, request: web.Request) -> web.Response:
+        """POST /responses/compact: a `response.compaction` object (the API reference's CompactedResponse):
+        the input's user messages, then one compaction item of opaque encrypted state."""
+        body = await self._responses_body(request)
+        if isinstance(body, web.Response):
+            return body
+        items = body.get("input")
+        if isinstance(items, str):
+            items = [{"type": "message", "role": "user", "content": items}]
+        kept = [item for item in items or [] if item.get("type", "message") == "message" and item.get("role") == "user"]
+        output = [{"id": f"msg_{i}", "type": "message", "role": "user", "status": "completed",
+                   "content": [{"type": "input_text", "text": item["content"]}] if isinstance(item["content"], str)
+                   else item["content"]} for i, item in enumerate(kept)]
+        output.append({"id": "cmp_1", "type": "compaction",
+                       "encrypted_content": base64.b64encode(orjson.dumps(items)).decode()})
+        input_tokens = words(orjson.dumps([body.get("instructions"), items]).decode())
+        usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": input_tokens + 7}
+        return json_response({"id": f"resp_cmp{len(self.requests)}", "object": "response.compaction",
+                              "created_at": int(time.time()), "output": output, "usage": usage})
 
     async def _responses_body(self, request: web.Request) -> dict[str, Any] | web.Response:
         """The body of a Responses API call, or the vendor's refusal of its key or model."""

@@ -11,15 +11,17 @@ from typing import Any, Mapping
 
 import orjson
 
-from modelgate.errors import ClientProtocol
+from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
 from modelgate.protocols.responses.encode import echoed, encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
+from modelgate.safetext import shown
 
 NATIVE_WIRE = "openai-responses"
+COMPACT_WIRE = "openai-responses-compact"
 
 
 class ResponsesCodec:
@@ -70,3 +72,27 @@ class ResponsesCodec:
 
     def native_stream_tap(self, body: Mapping[str, Any]) -> ResponsesStreamTap:
         return ResponsesStreamTap(body["model"])
+
+
+class ResponsesCompactCodec(ResponsesCodec):
+    """`POST /v1/responses/compact` (the SDK's `responses.compact`; the Codex CLI compacts a long
+    conversation through it): a Responses body answered at once by a `response.compaction` object,
+    whose compaction item is the vendor's encrypted state. So it is passed through to the upstreams
+    that speak it (openai, azure-openai), and a model served over another wire format refuses it."""
+
+    native_wire = COMPACT_WIRE
+
+    def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
+        model, stream = decode.validate(body)
+        if stream:
+            raise invalid_request("'stream': a compaction is answered whole; leave 'stream' out")
+        return model, False
+
+    def read_typed(self, raw: bytes, headers: Headers) -> tuple[Any, str, bool] | None:
+        return None  # an occasional call: the codec's own path
+
+    def to_ir(self, body: dict[str, Any]) -> ChatRequest:
+        raise invalid_request(
+            f"'{shown(str(body.get('model')))}' cannot compact: POST /v1/responses/compact needs a channel that "
+            "speaks the Responses API (openai, azure-openai), whose compaction item only that vendor reads; "
+            "compact the conversation on the client instead")
