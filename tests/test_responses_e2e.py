@@ -350,6 +350,18 @@ async def test_stored_state_on_conversion_is_a_clear_400(gateway, openai_upstrea
     assert not openai_upstream.requests
 
 
+@pytest.mark.parametrize("item", [{"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"},
+                                  {"type": "compaction_trigger"}])
+async def test_a_vendor_compaction_on_conversion_is_a_clear_400(gateway, openai_upstream, item):
+    # Dropped, the model would answer without the compacted history (Codex's remote compaction sends both).
+    wired = await wire_chat(gateway, openai_upstream)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client(gateway, wired.key).responses.create(
+            model="gpt-test", input=[item, {"role": "user", "content": "go on"}])
+    assert "input[0]" in caught.value.message and "compact on the client" in caught.value.message
+    assert not openai_upstream.requests
+
+
 async def test_retrieving_a_stored_response_is_a_clear_400(gateway, openai_upstream):
     wired = await wire_chat(gateway, openai_upstream)
     with pytest.raises(openai.BadRequestError) as caught:

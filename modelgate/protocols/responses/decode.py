@@ -310,6 +310,10 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
                 assistant_part(ThinkingPart("\n\n".join(texts), signature))
         elif kind == "item_reference":
             raise _stateless(f"'{where}' is a reference to a stored item")
+        elif kind in ("compaction", "compaction_trigger"):
+            # Dropped, the model would answer without the history the compaction holds (or never make one).
+            raise _bad(f"'{where}' ({kind}) is the vendor's compaction of the conversation, which only a Responses "
+                       "upstream (openai, azure-openai) makes and reads: on this model, compact on the client")
         # Items of hosted tools (web search, code interpreter, ...) are results only the vendor
         # produces; they have no IR form and are dropped.
     choice, allowed = _tool_choice(body)
