@@ -350,16 +350,27 @@ async def test_stored_state_on_conversion_is_a_clear_400(gateway, openai_upstrea
     assert not openai_upstream.requests
 
 
-@pytest.mark.parametrize("item", [{"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"},
-                                  {"type": "compaction_trigger"}])
-async def test_a_vendor_compaction_on_conversion_is_a_clear_400(gateway, openai_upstream, item):
-    # Dropped, the model would answer without the compacted history (Codex's remote compaction sends both).
+async def test_a_compaction_request_on_conversion_is_a_clear_400(gateway, openai_upstream):
+    # Codex's remote compaction asks for the vendor's compaction item: dropped, it would wait for one in vain.
     wired = await wire_chat(gateway, openai_upstream)
     with pytest.raises(openai.BadRequestError) as caught:
         await client(gateway, wired.key).responses.create(
-            model="gpt-test", input=[item, {"role": "user", "content": "go on"}])
-    assert "input[0]" in caught.value.message and "compact on the client" in caught.value.message
+            model="gpt-test", input=[{"role": "user", "content": "go on"}, {"type": "compaction_trigger"}])
+    assert "input[1]" in caught.value.message and "compact on the client" in caught.value.message
     assert not openai_upstream.requests
+
+
+async def test_an_earlier_compaction_item_is_dropped_on_conversion_and_its_user_messages_kept(gateway, openai_upstream):
+    # A conversation compacted on a Responses upstream, then sent to a converted route: the encrypted
+    # state is the vendor's to read; the user messages the compaction kept beside it still count.
+    wired = await wire_chat(gateway, openai_upstream)
+    resp = await client(gateway, wired.key).responses.create(model="gpt-test", input=[
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "refactor the parser"}]},
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA-opaque"},
+        {"role": "user", "content": "go on"}])
+    assert resp.status == "completed"
+    sent = openai_upstream.last.json()["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [("user", "refactor the parser"), ("user", "go on")]
 
 
 async def test_retrieving_a_stored_response_is_a_clear_400(gateway, openai_upstream):

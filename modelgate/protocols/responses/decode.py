@@ -310,12 +310,14 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
                 assistant_part(ThinkingPart("\n\n".join(texts), signature))
         elif kind == "item_reference":
             raise _stateless(f"'{where}' is a reference to a stored item")
-        elif kind in ("compaction", "compaction_trigger"):
-            # Dropped, the model would answer without the history the compaction holds (or never make one).
-            raise _bad(f"'{where}' ({kind}) is the vendor's compaction of the conversation, which only a Responses "
-                       "upstream (openai, azure-openai) makes and reads: on this model, compact on the client")
+        elif kind == "compaction_trigger":
+            # Codex's request for the vendor's compaction: dropped, the answer would lack the compaction
+            # item the client waits for.
+            raise _bad(f"'{where}' asks for the vendor's compaction of the conversation, which only a Responses "
+                       "upstream (openai, azure-openai) makes: on this model, compact on the client")
         # Items of hosted tools (web search, code interpreter, ...) are results only the vendor
-        # produces; they have no IR form and are dropped.
+        # produces; they have no IR form and are dropped. So is a `compaction` item, the vendor's
+        # encrypted state: the user messages a compaction keeps beside it still reach the model.
     choice, allowed = _tool_choice(body)
     tools = [
         Tool(t["name"], t.get("description"), t.get("parameters") or {})
