@@ -639,6 +639,22 @@ def test_vertex_regional_host_from_location():
         "https://aiplatform.googleapis.com")
 
 
+async def _keyless_bedrock(gateway, aws_env, fake, model: str) -> str:
+    """A gateway key for `model` on a Bedrock provider with no stored key (options.auth "aws"), the
+    environment holding the fake's credentials for the chain to find."""
+    aws_env.setenv("AWS_ACCESS_KEY_ID", fake.access_key)
+    aws_env.setenv("AWS_SECRET_ACCESS_KEY", fake.secret_key)
+    svc = gateway.services
+    provider = await svc.providers.create("bedrock-chain", "aws-bedrock", base_url=fake.origin,
+                                          options={"auth": "aws", "region": fake.region})
+    channel = await svc.channels.create("bedrock-channel", provider.id, models=[model])
+    app = await svc.applications.create("bedrock-app")
+    await svc.applications.authorize_channel(app.id, channel.id)
+    key = (await svc.api_keys.create(app.id)).plaintext
+    await gateway.runtime.refresh()
+    return key
+
+
 async def test_gateway_serves_a_keyless_bedrock_provider_through_the_aws_chain(aws_env, gateway):
     """A provider record with options.auth "aws" and no stored key: the gateway builds its endpoint,
     signs with the chain's credentials (here the environment's), and the fake Bedrock, which checks
@@ -647,21 +663,11 @@ async def test_gateway_serves_a_keyless_bedrock_provider_through_the_aws_chain(a
 
     from tests.fakes.bedrock_upstream import FakeBedrock
 
+    model = "anthropic.claude-3-5-haiku-20241022-v1:0"
     fake = await FakeBedrock(access_key="AKIACHAINEXAMPLE", secret_key="chain/secret+key").start()
     try:
-        aws_env.setenv("AWS_ACCESS_KEY_ID", "AKIACHAINEXAMPLE")
-        aws_env.setenv("AWS_SECRET_ACCESS_KEY", "chain/secret+key")
-        svc = gateway.services
-        provider = await svc.providers.create("bedrock-chain", "aws-bedrock", base_url=fake.origin,
-                                              options={"auth": "aws", "region": fake.region})
-        channel = await svc.channels.create("bedrock-channel", provider.id,
-                                            models=["anthropic.claude-3-5-haiku-20241022-v1:0"])
-        app = await svc.applications.create("bedrock-app")
-        await svc.applications.authorize_channel(app.id, channel.id)
-        key = (await svc.api_keys.create(app.id)).plaintext
-        await gateway.runtime.refresh()
+        key = await _keyless_bedrock(gateway, aws_env, fake, model)
         client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
-        model = "anthropic.claude-3-5-haiku-20241022-v1:0"
         answer = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
         assert answer.choices[0].message.content == "Echo: hi"
         stream = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "yo"}],
@@ -677,19 +683,10 @@ async def test_a_first_count_through_the_aws_chain_gets_its_credentials_off_the_
     # credentials in a worker thread (`prepare`), never by a blocking fetch on the event loop.
     from tests.fakes.bedrock_upstream import FakeBedrock
 
+    model = "anthropic.claude-3-5-haiku-20241022-v1:0"
     fake = await FakeBedrock(access_key="AKIACOUNTEXAMPLE", secret_key="count/secret+key").start()
     try:
-        aws_env.setenv("AWS_ACCESS_KEY_ID", "AKIACOUNTEXAMPLE")
-        aws_env.setenv("AWS_SECRET_ACCESS_KEY", "count/secret+key")
-        svc = gateway.services
-        provider = await svc.providers.create("bedrock-count", "aws-bedrock", base_url=fake.origin,
-                                              options={"auth": "aws", "region": fake.region})
-        model = "anthropic.claude-3-5-haiku-20241022-v1:0"
-        channel = await svc.channels.create("bedrock-count-channel", provider.id, models=[model])
-        app = await svc.applications.create("bedrock-count-app")
-        await svc.applications.authorize_channel(app.id, channel.id)
-        key = (await svc.api_keys.create(app.id)).plaintext
-        await gateway.runtime.refresh()
+        key = await _keyless_bedrock(gateway, aws_env, fake, model)
         async with httpx.AsyncClient(base_url=gateway.url) as http:
             counted = await http.post("/alt/v1/messages/count_tokens", headers={
                 "x-api-key": key, "anthropic-version": "2023-06-01"},
