@@ -13,8 +13,8 @@ from modelgate import errors
 from modelgate.config import Settings, load_settings
 from modelgate.gateway import metrics
 from modelgate.gateway.asgi import Message, Receive, Scope, Send, send_bytes, send_error
-from modelgate.gateway.inference import InferenceHandler
 from modelgate.gateway.counting import TokenCounter
+from modelgate.gateway.inference import InferenceHandler
 from modelgate.gateway.messages_extras import MessagesExtras
 from modelgate.gateway.runtime import Runtime
 from modelgate.logs import configure_logging
