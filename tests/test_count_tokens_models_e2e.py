@@ -259,7 +259,10 @@ async def test_models_list_in_the_messages_shape(gateway, openai_upstream, anthr
     async with httpx.AsyncClient(base_url=gateway.url) as http:
         page = (await http.get("/alt/v1/models", params={"limit": 2}, headers={"x-api-key": wired.key})).json()
         assert page["has_more"] is True and (page["first_id"], page["last_id"]) == ("coder-a", "coder-b")
-        assert set(page["data"][0]) == {"type", "id", "display_name", "created_at"}
+        assert set(page["data"][0]) == {"type", "id", "display_name", "created_at", "lifecycle"}
+        for entry in page["data"]:  # strictly, as the SDK's type declares the vendor's answer
+            anthropic.types.ModelInfo.model_validate(entry, strict=False)
+            assert entry["lifecycle"] == "active"
         last = (await http.get("/alt/v1/models", params={"after_id": "coder-b"},
                                headers={"x-api-key": wired.key})).json()
         assert [m["id"] for m in last["data"]] == ["gpt-test"] and last["has_more"] is False

@@ -44,8 +44,10 @@ class MessagesExtras:
 
 
 def _model_entry(route: Route) -> dict[str, Any]:
+    # `lifecycle` is required by the vendor SDK's ModelInfo; a deprecated model instance is not served,
+    # so every model listed is active.
     return {"type": "model", "id": route.model_id, "display_name": route.model_id,
-            "created_at": _rfc3339(route.created)}
+            "created_at": _rfc3339(route.created), "lifecycle": "active"}
 
 
 def _page(routes: list[Route], query: dict[str, str]) -> dict[str, Any]:
