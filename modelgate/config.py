@@ -84,6 +84,9 @@ class GatewaySettings(Section):
     cache_refresh_seconds: float = 5.0  # how often the configuration version is checked (Redis) or reloaded
     full_refresh_seconds: float = 60.0  # with Redis: reload everything this often even without a change
     default_app_timeout_seconds: float = 120.0
+    # A token count (count_tokens, input_tokens) waits for the provider's own count at most this long
+    # (and never past the application timeout), then answers the local estimate: an agent waits for it.
+    count_timeout_seconds: float = 10.0
     stream_keepalive_seconds: float = 15.0
     trust_forwarded_for: bool = False  # honour X-Forwarded-For only behind a known proxy
 

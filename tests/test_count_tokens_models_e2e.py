@@ -4,9 +4,12 @@ count, `POST /v1/responses/input_tokens`, through the openai SDK (`responses.inp
 
 from __future__ import annotations
 
+import asyncio
+
 import anthropic
 import httpx
 import pytest
+from aiohttp import web
 from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 from sqlalchemy import select
@@ -89,6 +92,34 @@ async def test_count_refused_by_the_upstream_is_the_callers_400(gateway, anthrop
         await sdk(gateway, wired.key).messages.count_tokens(model="claude-haiku-4-5", messages=MESSAGES)
     assert caught.value.response.json()["error"] == {"type": "invalid_request_error",
                                                      "message": "tools.0.name: String should match"}
+
+
+async def test_a_count_waits_for_the_provider_at_most_the_count_limit_then_estimates(gateway):
+    # The agent waits for its count: a provider's count that hangs is given up after
+    # gateway.count_timeout_seconds (here 0.2 s; the application's timeout is 120 s) for the estimate.
+    async def hang(request: web.Request) -> web.Response:
+        await asyncio.sleep(60)
+        return web.json_response({"input_tokens": 1})
+
+    app = web.Application()
+    app.router.add_post("/v1/messages/count_tokens", hang)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        wired = await gateway.wire(f"http://127.0.0.1:{port}", ["claude-haiku-4-5"], kind="anthropic",
+                                   upstream_keys=(API_KEY,), name="claude")
+        gateway.runtime.settings.gateway.count_timeout_seconds = 0.2
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as http:  # far below the 60 s hang
+            raw = await http.post("/alt/v1/messages/count_tokens",
+                                  json={"model": "claude-haiku-4-5", "messages": MESSAGES},
+                                  headers={"x-api-key": wired.key, "anthropic-version": "2023-06-01"})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
+        assert raw.json()["input_tokens"] > 0
+    finally:
+        await runner.cleanup()
 
 
 async def test_gemini_channel_uses_count_tokens(gateway):

@@ -5,7 +5,8 @@ size their context.
 The provider's own count where the route's wire has one: the client's body as is when the
 route speaks the client's protocol (adapter `native_count_request`), else the IR in the
 provider's count form (`count_request`); `parse_count` reads the answer. Elsewhere, or when
-that endpoint is missing or keeps failing, a local tokenizer estimate.
+that endpoint is missing, keeps failing or takes longer than `gateway.count_timeout_seconds`
+(retries and failover included), a local tokenizer estimate.
 `x-modelgate-token-count: provider|estimate` says which. Same key, application and channel
 rules as inference; no call-log usage (nothing was generated).
 """
@@ -59,7 +60,8 @@ class TokenCounter:
             body = parse_json(await read_body(receive, MAX_BODY_BYTES))
             model = codec.validate_count(body, headers)
             routes = served_routes(rt.snapshot, app, model)
-            ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(app.timeout_seconds))
+            limit = min(app.timeout_seconds, rt.settings.gateway.count_timeout_seconds)
+            ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(limit))
             count, source = await self._count(ctx, routes, body, codec, codec.upstream_headers(headers))
         except GatewayError as err:
             logs.info(log, "count refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)
