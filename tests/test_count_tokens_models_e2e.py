@@ -122,6 +122,23 @@ async def test_a_count_waits_for_the_provider_at_most_the_count_limit_then_estim
         await runner.cleanup()
 
 
+async def test_failing_counts_never_open_the_breaker_of_the_calls(gateway, anthropic_upstream):
+    # A provider whose count route fails while its messages work: each count falls back to the
+    # estimate, and the endpoint's breaker (5 consecutive failures open it) stays closed for the calls.
+    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    gateway.runtime.settings.gateway.count_timeout_seconds = 0.5  # below the first retry wait: one try each
+    anthropic_upstream.fail_next(500, error_body("api_error", "Internal server error"), times=6)
+    for _ in range(6):
+        raw = await count_raw(gateway, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
+    assert len(anthropic_upstream.requests) == 6
+    assert all(state.state.value == "CLOSED" and not state.failures
+               for state in gateway.runtime.executor.breakers.states().values())
+    msg = await sdk(gateway, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=5, messages=MESSAGES)
+    assert msg.content[0].text.startswith("Echo")
+
+
 async def test_gemini_channel_uses_count_tokens(gateway):
     fake = await FakeGemini().start()
     try:

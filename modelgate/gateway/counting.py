@@ -61,7 +61,7 @@ class TokenCounter:
             model = codec.validate_count(body, headers)
             routes = served_routes(rt.snapshot, app, model)
             limit = min(app.timeout_seconds, rt.settings.gateway.count_timeout_seconds)
-            ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(limit))
+            ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(limit), advisory=True)
             count, source = await self._count(ctx, routes, body, codec, codec.upstream_headers(headers))
         except GatewayError as err:
             logs.info(log, "count refused trace_id=%s status=%s code=%s: %s", trace_id, err.status, err.code, err.message)

@@ -64,6 +64,10 @@ class CallContext:
     endpoint: Endpoint | None = None
     errors: list[UpstreamError] = field(default_factory=list)
     stream_outcome_pending: bool = False  # a stream was handed over; `Executor.report` settles it
+    # A token count: it respects an open breaker but its outcomes move neither the breakers nor the
+    # cooldowns. A provider's count route can fail while its inference works, and an estimate answers
+    # in its place; the calls the endpoint serves must not be refused for it.
+    advisory: bool = False
 
 
 @dataclass(slots=True)
@@ -158,7 +162,8 @@ class Executor:
         raise errors.from_upstream(last) from last
 
     async def _try(self, ctx: CallContext, entry: _Tries, events: EventContext, attempt: Attempt[T]) -> T:
-        """One attempt on one endpoint; its outcome goes to the breaker (a stream's at its end)."""
+        """One attempt on one endpoint; its outcome goes to the breaker (a stream's at its end; an
+        advisory call's nowhere)."""
         endpoint_id = entry.cand.endpoint.id
         entry.tries += 1
         ctx.attempts += 1
@@ -167,10 +172,13 @@ class Executor:
             try:
                 result = await attempt(entry.cand.route, entry.cand.endpoint)
             except UpstreamError as err:
-                outcome = True
                 ctx.errors.append(err)
-                self.breakers.record(endpoint_id, err, events)
+                if not ctx.advisory:
+                    outcome = True
+                    self.breakers.record(endpoint_id, err, events)
                 raise
+            if ctx.advisory:
+                return result
             outcome = True
             if ctx.stream:
                 ctx.stream_outcome_pending = True
@@ -179,7 +187,7 @@ class Executor:
                 self.failover.recovered(endpoint_id)
             return result
         finally:
-            if not outcome:  # cancelled mid-try: give back a half-open trial slot
+            if not outcome:  # cancelled mid-try, or advisory: give back a half-open trial slot
                 self.breakers.release(endpoint_id)
 
     def _retry_wait(self, ctx: CallContext, entry: _Tries, err: UpstreamError) -> float | None:
@@ -196,7 +204,8 @@ class Executor:
         elif self.clock.monotonic() + wait > ctx.deadline:
             stop = f"next wait of {wait:.2f}s would pass the call deadline"
         # Later calls try the other candidates first while this endpoint cools down.
-        self.failover.cool_down(cand.endpoint.id)
+        if not ctx.advisory:
+            self.failover.cool_down(cand.endpoint.id)
         if stop is not None:
             self._event(EventType.RETRY_EXHAUSTED, ctx, cand, err,
                         f"{entry.tries} attempt(s) on endpoint {cand.endpoint.id}: {stop}; last: {err.message}")
