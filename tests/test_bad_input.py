@@ -115,7 +115,7 @@ async def test_mutated_bodies_get_spec_shaped_errors_never_500(gateway, openai_u
 async def test_mutated_count_bodies_get_spec_shaped_errors_never_500(gateway, openai_upstream, anthropic_upstream):
     # Both protocols' counts, on a route of each kind of count: the vendor's own with the client's body
     # (anthropic for messages, openai for Responses), the vendor's own converted (anthropic for
-    # Responses) and the local estimate (a chat-completions channel).
+    # Responses) and the local estimate (a chat-completions channel); and Responses compactions.
     limits = {"rate_capacity": 10_000, "rate_refill": 1000}
     estimated = await gateway.wire(openai_upstream.base_url, ["gpt-test"], **limits)
     native = await gateway.wire(openai_upstream.base_url, ["gpt-native"], kind="openai", name="native", **limits)
@@ -133,6 +133,8 @@ async def test_mutated_count_bodies_get_spec_shaped_errors_never_500(gateway, op
                 ("/v1/responses/input_tokens", RESPONSES, "gpt-native", native.key),
                 ("/v1/responses/input_tokens", RESPONSES, "claude-haiku-4-5", claude.key),
                 ("/v1/responses/input_tokens", RESPONSES, "gpt-test", estimated.key),
+                ("/v1/responses/compact", RESPONSES, "gpt-native", native.key),  # passed through
+                ("/v1/responses/compact", RESPONSES, "gpt-test", estimated.key),  # refused on conversion
             ):
                 body = mutate({**base, "model": model}, rng)
                 headers = ({"x-api-key": key, "alt-version": "2023-06-01"} if path.startswith("/alt")
@@ -141,7 +143,9 @@ async def test_mutated_count_bodies_get_spec_shaped_errors_never_500(gateway, op
                 seen_statuses.add(resp.status_code)
                 assert resp.status_code < 500 or resp.status_code == 502, (path, body, resp.text)
                 assert resp.headers.get("x-trace-id"), "every answer carries its trace id"
-                if resp.status_code == 200:
+                if resp.status_code == 200 and path.endswith("/compact"):
+                    assert resp.json()["object"] == "response.compaction"
+                elif resp.status_code == 200:
                     assert type(resp.json()["input_tokens"]) is int
                 elif resp.status_code == 400:
                     error = resp.json()
