@@ -4,7 +4,7 @@ The SDKs build their response objects without validation (`construct`), so a cli
 a field the SDK declares required is missing; these validators do not. Every IR answer and stream a
 converted call can produce (any parts, stop reason, usage; any interleaving of deltas) is encoded for the
 chat and messages clients and validated: ChatCompletion / ChatCompletionChunk (openai), Message /
-RawMessageStreamEvent (anthropic), and the two count answers. (The Responses encoder has its own, in
+RawMessageStreamEvent (anthropic), the two count answers and the messages protocol's error bodies. (The Responses encoder has its own, in
 tests/test_responses_codec.py.)
 """
 
@@ -14,13 +14,14 @@ from typing import Any, get_args
 
 import orjson
 from anthropic.types import Message as VendorMessage
-from anthropic.types import MessageTokensCount, RawMessageStreamEvent
+from anthropic.types import ErrorResponse, MessageTokensCount, RawMessageStreamEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.responses import InputTokenCountResponse
 from pydantic import TypeAdapter
 
+from modelgate.errors import ErrorType
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.ir import (
     ChatResponse,
@@ -92,3 +93,12 @@ def test_converted_streams_validate_as_the_sdks_types(case: Any, thinking: list[
 def test_count_answers_validate_as_the_sdks_types() -> None:
     assert MessageTokensCount.model_validate(orjson.loads(MESSAGES.count_answer(12))).input_tokens == 12
     assert InputTokenCountResponse.model_validate(orjson.loads(ResponsesCodec().count_answer(12))).input_tokens == 12
+
+
+def test_messages_error_bodies_validate_as_the_sdks_error_type() -> None:
+    # The 7.2 body and the in-stream error event of every error type: the SDK raises its errors from them.
+    ErrorResponse.model_validate(orjson.loads(MESSAGES.validation_body("messages: Field required")))
+    encoder = MESSAGES.stream_encoder("client-model", {})
+    for error_type in ErrorType:
+        [event] = _data_lines(encoder.error_event(error_type.value, "the upstream failed"))
+        assert ErrorResponse.model_validate(event).error.message == "the upstream failed"
