@@ -155,6 +155,42 @@ async def test_gemini_channel_uses_count_tokens(gateway):
         await fake.close()
 
 
+PROFILE = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"  # the inference profile on-demand Claude calls need
+
+
+async def test_bedrock_counts_an_inference_profile_by_its_foundation_model(gateway):
+    # CountTokens refuses a profile's id ("The provided model identifier is invalid."): the count
+    # goes to the model behind it, while calls keep the profile.
+    fake = await FakeBedrock(models=(PROFILE, PROFILE.removeprefix("us."))).start()
+    try:
+        wired = await gateway.wire(fake.base_url, [{"model_id": "claude", "upstream_model": PROFILE}],
+                                   kind="aws-bedrock", upstream_keys=(fake.api_key,), name="bedrock")
+        raw = await count_raw(gateway, wired.key, {"model": "claude", "system": SYSTEM, "messages": MESSAGES})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "provider"
+        assert fake.last.path == "/model/anthropic.claude-sonnet-4-5-20250929-v1:0/count-tokens"
+        msg = await sdk(gateway, wired.key).messages.create(model="claude", max_tokens=5, messages=MESSAGES)
+        assert msg.content[0].text.startswith("Echo") and fake.last.path == f"/model/{PROFILE}/converse"
+    finally:
+        await fake.close()
+
+
+async def test_a_bedrock_model_it_cannot_count_is_estimated_not_refused(gateway):
+    # "The provided model doesn't support counting tokens." is a 400 about the model, not about the
+    # caller's body: answered by the estimate (a 400 is fatal to Claude Code and the Agent SDK).
+    model = "meta.llama3-3-70b-instruct-v1:0"
+    fake = await FakeBedrock(models=(model,)).start()
+    fake.count_unsupported.add(model)
+    try:
+        wired = await gateway.wire(fake.base_url, [model], kind="aws-bedrock", upstream_keys=(fake.api_key,),
+                                   name="bedrock")
+        raw = await count_raw(gateway, wired.key, {"model": model, "messages": MESSAGES})
+        assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
+        assert raw.json()["input_tokens"] > 0
+        assert fake.last.path.endswith("/count-tokens")  # asked, and refused
+    finally:
+        await fake.close()
+
+
 async def test_bedrock_count_tokens_request_is_signed_and_counts_system_and_tools():
     fake = await FakeBedrock().start()
     try:

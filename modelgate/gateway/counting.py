@@ -104,7 +104,9 @@ class TokenCounter:
         status, resp_headers, data = await self.inference.rt.fetch(req, remaining)
         if status >= 400:
             error = refusal(adapter, status, data, resp_headers, endpoint)
-            if error.error_type is ErrorType.MODEL_NOT_FOUND or status in (404, 405, 501):
+            unsupported = getattr(adapter, "count_unsupported", None)  # a refusal that means "cannot count this"
+            if (error.error_type is ErrorType.MODEL_NOT_FOUND or status in (404, 405, 501)
+                    or (unsupported is not None and unsupported(error))):
                 # An endpoint without a count route is no missing model: it never feeds deprecation.
                 raise _NoCount()
             raise error

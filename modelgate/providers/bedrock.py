@@ -337,9 +337,12 @@ class BedrockAdapter:
         return UpstreamRequest("POST", url, self._sign("POST", url, body, endpoint, "bedrock", headers), body)
 
     def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        """CountTokens (`POST /model/{id}/count-tokens`) over the Converse form of the request."""
+        """CountTokens (`POST /model/{id}/count-tokens`) over the Converse form of the request. It
+        takes the foundation model's id: an inference profile's (`us.anthropic.…`, which on-demand
+        Claude calls need) is refused as invalid, so its region prefix goes."""
         base = (endpoint.base_url or DEFAULT_BASE_URL).rstrip("/")
-        url = str(URL(f"{base}/model/{quote(upstream_model, safe='')}/count-tokens"))
+        model = _PROFILE_PREFIX.sub("", upstream_model)
+        url = str(URL(f"{base}/model/{quote(model, safe='')}/count-tokens"))
         converse = {k: v for k, v in build_body(req).items()
                     if k in ("messages", "system", "toolConfig", "additionalModelRequestFields")}
         body = orjson.dumps({"input": {"converse": converse}})
@@ -348,6 +351,12 @@ class BedrockAdapter:
 
     def parse_count(self, body: bytes) -> int:
         return orjson.loads(body)["inputTokens"]
+
+    @staticmethod
+    def count_unsupported(error: UpstreamError) -> bool:
+        """CountTokens refuses the models it cannot count with a 400 ValidationException: no fault
+        of the caller's body, so the count is estimated instead."""
+        return "support counting tokens" in error.message
 
     def parse_response(self, body: bytes) -> ChatResponse:
         data = orjson.loads(body)

@@ -18,6 +18,10 @@
   assistant turn must be byte for byte what this fake issued (ValidationException otherwise).
 - Prompt caching: a body with a cachePoint reports `cacheWriteInputTokens` the first time its
   prompt (tools, system, messages) up to the last cache point is seen, `cacheReadInputTokens` after.
+- CountTokens (`/model/{modelId}/count-tokens`) takes a foundation model's id, not an inference
+  profile's (`us.anthropic.…`: "The provided model identifier is invalid.", as Portkey-AI/gateway#1437
+  reports), and refuses models it cannot count (`count_unsupported`) with a 400 ValidationException
+  "The provided model doesn't support counting tokens." (maximhq/bifrost#2169).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def exception(exception_type: str, message: str) -> bytes:
 
 
 _SERVICE = get_session().get_service_model("bedrock-runtime")
+_PROFILE = re.compile(r"^(us|us-gov|eu|apac|jp|au|ca|global)\.")  # a cross-region inference profile's prefix
 
 
 class FakeBedrock(FakeUpstream):
@@ -84,6 +89,7 @@ class FakeBedrock(FakeUpstream):
         self.bodies: list[dict[str, Any]] = []  # Converse bodies received, in order
         self.issued: list[dict[str, Any]] = []  # reasoningContent blocks this fake produced
         self._cached: set[bytes] = set()
+        self.count_unsupported: set[str] = set()  # foundation models whose CountTokens is refused
 
     @property
     def base_url(self) -> str:
@@ -187,7 +193,13 @@ class FakeBedrock(FakeUpstream):
         action = request.match_info["action"]
         if action not in ("converse", "converse-stream", "count-tokens"):
             return aws_error(404, "UnknownOperationException", "")
-        if model_id not in self.models:
+        if action == "count-tokens":
+            # A foundation model: a served one, or the one behind a served inference profile.
+            if model_id not in {_PROFILE.sub("", m) for m in self.models}:
+                return aws_error(400, "ValidationException", "The provided model identifier is invalid.")
+            if model_id in self.count_unsupported:
+                return aws_error(400, "ValidationException", "The provided model doesn't support counting tokens.")
+        elif model_id not in self.models:
             return aws_error(400, "ValidationException", "The provided model identifier is invalid.")
         body = orjson.loads(body_raw)
         if action == "count-tokens":
