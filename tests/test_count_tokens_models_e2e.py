@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 from sqlalchemy import select
 
 from modelgate.gateway import token_estimate
+from modelgate.gateway.counting import UNCOUNTABLE_SECONDS
 from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
 from modelgate.providers.bedrock import BedrockAdapter
 from modelgate.storage.models import CallLog, ModelInstance
@@ -22,6 +23,7 @@ from tests.fakes.anthropic_upstream import API_KEY, error_body
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.upstream_base import send
+from tests.test_resilience_e2e import gw  # noqa: F401  (fixture: a gateway on a clock the test moves)
 
 TOOLS = [{"name": "Bash", "description": "Run a shell command",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}]
@@ -68,20 +70,38 @@ async def test_anthropic_channel_uses_the_vendor_count_endpoint(gateway, anthrop
     assert await call_log_rows(gateway) == []  # not inference usage
 
 
-async def test_a_count_404_falls_back_to_an_estimate_and_never_deprecates_the_model(gateway, anthropic_upstream):
-    wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
-                               upstream_keys=(API_KEY,), name="claude")
-    # A messages-compatible provider without the count route answers 404 (no model in the text).
+async def test_a_count_404_falls_back_to_an_estimate_and_never_deprecates_the_model(gw, anthropic_upstream):
+    wired = await gw.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                          upstream_keys=(API_KEY,), name="claude")
+    # A messages-compatible provider without the count route answers 404 (no model in the text), asked
+    # again once the gateway's memory of it has passed: five 404s within the lifecycle's 24 h window.
     anthropic_upstream.fail_next(404, error_body("not_found_error", "Not Found"), times=5)
     for _ in range(5):
-        raw = await count_raw(gateway, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
+        raw = await count_raw(gw, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
         assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
         assert raw.json()["input_tokens"] > 0
-    async with gateway.runtime.db.session() as s:
+        gw.clock.advance(UNCOUNTABLE_SECONDS)
+    assert len(anthropic_upstream.requests) == 5
+    async with gw.runtime.db.session() as s:
         states = {m.state for m in (await s.scalars(select(ModelInstance))).all()}
     assert states == {"ACTIVE"}
-    msg = await sdk(gateway, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=5, messages=MESSAGES)
+    msg = await sdk(gw, wired.key).messages.create(model="claude-haiku-4-5", max_tokens=5, messages=MESSAGES)
     assert msg.content[0].text.startswith("Echo")
+
+
+async def test_a_missing_count_route_is_not_asked_again_for_an_hour(gw, anthropic_upstream):
+    # Claude Code counts before every request: once a provider's count route answered 404, the counts
+    # are estimated without that round trip until the memory passes.
+    wired = await gw.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
+                          upstream_keys=(API_KEY,), name="claude")
+    anthropic_upstream.fail_next(404, error_body("not_found_error", "Not Found"))
+    for _ in range(3):
+        raw = await count_raw(gw, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
+        assert raw.headers["x-modelgate-token-count"] == "estimate"
+    assert len(anthropic_upstream.requests) == 1
+    gw.clock.advance(UNCOUNTABLE_SECONDS)
+    raw = await count_raw(gw, wired.key, {"model": "claude-haiku-4-5", "messages": MESSAGES})
+    assert raw.headers["x-modelgate-token-count"] == "provider" and len(anthropic_upstream.requests) == 2
 
 
 async def test_count_refused_by_the_upstream_is_the_callers_400(gateway, anthropic_upstream):

@@ -45,9 +45,18 @@ def _counting_adapter(route: Route, codec: CountingCodec) -> Any:
     return adapter if hasattr(adapter, "count_request") else None
 
 
+# How long a channel's model whose count route is missing (404/405/501, an unknown model there, or a
+# model its count cannot take) is counted by the estimate without asking again. Claude Code counts
+# before every request: a round trip to a route known to be missing delayed each of them.
+UNCOUNTABLE_SECONDS = 3600.0
+
+
 class TokenCounter:
     def __init__(self, inference: Any) -> None:
         self.inference = inference  # InferenceHandler: authentication and the runtime
+        # (channel id, upstream model) -> the executor clock's time until which it is not asked to count.
+        # Bounded by the configuration (channels x their models).
+        self._uncountable: dict[tuple[int, str], float] = {}
 
     async def count_tokens(self, scope: Scope, receive: Receive, send: Send, codec: CountingCodec) -> None:
         trace_id = new_trace_id()
@@ -71,7 +80,9 @@ class TokenCounter:
 
     async def _count(self, ctx: CallContext, routes: list[Route], body: dict[str, Any], codec: CountingCodec,
                      client_headers: dict[str, str]) -> tuple[int, str]:
-        countable = [r for r in routes if _counting_adapter(r, codec) is not None]
+        now = self.inference.rt.executor.clock.monotonic()
+        countable = [r for r in routes if _counting_adapter(r, codec) is not None
+                     and self._uncountable.get((r.channel_id, r.upstream_model), 0.0) <= now]
         if countable:
             try:
                 count = await self.inference.rt.executor.run(
@@ -108,6 +119,8 @@ class TokenCounter:
             if (error.error_type is ErrorType.MODEL_NOT_FOUND or status in (404, 405, 501)
                     or (unsupported is not None and unsupported(error))):
                 # An endpoint without a count route is no missing model: it never feeds deprecation.
+                expires = self.inference.rt.executor.clock.monotonic() + UNCOUNTABLE_SECONDS
+                self._uncountable[(route.channel_id, route.upstream_model)] = expires
                 raise _NoCount()
             raise error
         try:
