@@ -150,6 +150,25 @@ async def test_tool_use_round_trip(fake):
     assert "toolConfig" in sent and "toolChoice" not in sent["toolConfig"]
 
 
+async def test_blank_texts_never_reach_converse(fake):
+    # Converse refuses a blank text block anywhere (tests/fakes/bedrock_upstream.py cites the reports):
+    # a tool that printed nothing, whitespace between blocks, an empty system prompt. Refused once, a
+    # turn is refused on every later turn too, since the history keeps it.
+    call = ToolCall("tooluse_1", "get_weather", "{}")
+    history = [user("weather?"), Message("assistant", [TextPart("\n\n"), call]),
+               Message("tool", [ToolResult(call.id, [TextPart("")])]),
+               Message("tool", [ToolResult("tooluse_2", [TextPart("  "), TextPart("partly cloudy")])]), user("thanks")]
+    req = ChatRequest("m", history, system=["", "be brief"], tools=[WEATHER])
+    status, _, body = await send(adapter.build_request(req, MODEL, endpoint(fake)))
+    assert status == 200, body
+    sent = fake.last.json()
+    assert sent["system"] == [{"text": "be brief"}]
+    assert sent["messages"][1] == {"role": "assistant", "content": [
+        {"toolUse": {"toolUseId": "tooluse_1", "name": "get_weather", "input": {}}}]}
+    results = [block["toolResult"]["content"] for block in sent["messages"][2]["content"] if "toolResult" in block]
+    assert results == [[{"text": "(no output)"}], [{"text": "partly cloudy"}]]
+
+
 async def test_tool_use_stream(fake):
     req = ChatRequest("m", [user("weather?")], tools=[WEATHER], stream=True)
     _, _, body = await send(adapter.build_request(req, MODEL, endpoint(fake)))

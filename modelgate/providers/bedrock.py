@@ -125,6 +125,9 @@ def region_of(endpoint: Endpoint) -> str:
     return match.group(1) if match else DEFAULT_REGION
 
 
+NO_OUTPUT = "(no output)"  # an empty tool result, as Converse takes it
+
+
 def _image(img: ImagePart) -> dict[str, Any]:
     inline = img.inline()
     if inline is None:
@@ -154,18 +157,18 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in msg.parts:
         if isinstance(part, TextPart):
-            if not part.text:
-                continue
-            blocks.append({"text": part.text})
+            if part.text.strip():  # Converse refuses a blank text block (only whitespace carries nothing)
+                blocks.append({"text": part.text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
         elif isinstance(part, ToolCall):
             blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": _input(part.arguments)}})
         elif isinstance(part, ToolResult):
-            content: list[dict[str, Any]] = []
-            for p in part.content:
-                content.append({"text": p.text} if isinstance(p, TextPart) else _image(p))
-            blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": ""}],
+            content = [{"text": p.text} if isinstance(p, TextPart) else _image(p)
+                       for p in part.content if not isinstance(p, TextPart) or p.text.strip()]
+            # A tool that printed nothing: Converse wants a non-blank block, and refusing the turn
+            # would refuse every later turn of the conversation too.
+            blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": NO_OUTPUT}],
                                           "status": "error" if part.is_error else "success"}})
         elif isinstance(part, ThinkingPart) and msg.role == "assistant":
             # Only reasoning Claude signed (or encrypted) can go back, byte for byte; other
@@ -205,10 +208,13 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     if req.system:
         system: list[dict[str, Any]] = []
         for i, text in enumerate(req.system):
+            if not text.strip():
+                continue
             system.append({"text": text})
             if claude and i in req.system_cache:
                 system.append(_cache_point(req.system_cache[i]))
-        body["system"] = system
+        if system:
+            body["system"] = system
     inference: dict[str, Any] = {}
     for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
         if value is not None:

@@ -16,6 +16,8 @@
   with signed reasoning and a redacted block, streamed as reasoningContent text deltas, then a
   `signature` delta, and a `redactedContent` delta, as Bedrock sends them. Reasoning replayed in an
   assistant turn must be byte for byte what this fake issued (ValidationException otherwise).
+- A blank text block (empty or whitespace, anywhere: message, tool result, system) is refused
+  with a ValidationException, as Converse does.
 - Prompt caching: a body with a cachePoint reports `cacheWriteInputTokens` the first time its
   prompt (tools, system, messages) up to the last cache point is seen, `cacheReadInputTokens` after.
 - CountTokens (`/model/{modelId}/count-tokens`) takes a foundation model's id, not an inference
@@ -75,6 +77,23 @@ def exception(exception_type: str, message: str) -> bytes:
 
 _SERVICE = get_session().get_service_model("bedrock-runtime")
 _PROFILE = re.compile(r"^(us|us-gov|eu|apac|jp|au|ca|global)\.")  # a cross-region inference profile's prefix
+
+
+def _blank_text(body: dict[str, Any]) -> str | None:
+    """Converse refuses a text block that is empty or only whitespace, in a message, a tool result or
+    the system prompt ("The text field in the ContentBlock object at messages.1.content.0 is blank",
+    stdapi-ai/stdapi.ai#24; "text content blocks must be non-empty" for an empty tool result,
+    NousResearch/hermes-agent#55092)."""
+    places = [(f"system.{i}", block) for i, block in enumerate(body.get("system") or [])]
+    for i, message in enumerate(body["messages"]):
+        for j, block in enumerate(message["content"]):
+            places.append((f"messages.{i}.content.{j}", block))
+            for k, inner in enumerate((block.get("toolResult") or {}).get("content") or []):
+                places.append((f"messages.{i}.content.{j}.toolResult.content.{k}", inner))
+    for where, block in places:
+        if "text" in block and not str(block["text"]).strip():
+            return f"The text field in the ContentBlock object at {where} is blank. Add text to the text field, and try again."
+    return None
 
 
 class FakeBedrock(FakeUpstream):
@@ -220,7 +239,7 @@ class FakeBedrock(FakeUpstream):
         report = ParamValidator().validate({"modelId": model_id, **body}, operation.input_shape)
         if report.has_errors():
             return aws_error(400, "ValidationException", report.generate_report())
-        if (problem := self._reasoning_problem(body)) is not None:
+        if (problem := self._reasoning_problem(body) or _blank_text(body)) is not None:
             return aws_error(400, "ValidationException", problem)
         self.bodies.append(body)
         content, stop = self._answer(body)
