@@ -28,6 +28,25 @@ LOOKUP = {"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}}}
 
 
+async def test_blank_texts_of_a_chat_history_never_reach_a_messages_upstream(gateway, anthropic_upstream):
+    # Chat agents keep whitespace-only assistant turns and empty tool outputs in their history; the
+    # vendor refuses such text blocks, and the refused turn would come back in every later request.
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    resp = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", max_tokens=64, tools=[LOOKUP],
+        messages=[{"role": "system", "content": " "}, {"role": "user", "content": "look up gateway"},
+                  {"role": "assistant", "content": "\n\n", "tool_calls": [{"id": "call_1", "type": "function",
+                   "function": {"name": "lookup", "arguments": '{"word": "gateway"}'}}]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": ""},
+                  {"role": "assistant", "content": " "}, {"role": "user", "content": "and now?"}])
+    assert resp.choices[0].message.content or resp.choices[0].message.tool_calls
+    sent = anthropic_upstream.last.json()
+    assert "system" not in sent
+    assert sent["messages"][1] == {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"word": "gateway"}}]}
+    assert sent["messages"][2]["content"][0] == {"type": "tool_result", "tool_use_id": "call_1"}
+
+
 async def test_openai_sdk_plain_call_to_a_messages_upstream(gateway, anthropic_upstream):
     wired = await wire_messages_upstream(gateway, anthropic_upstream)
     resp = await openai_client(gateway, wired.key).chat.completions.create(

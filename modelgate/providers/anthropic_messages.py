@@ -130,7 +130,7 @@ def _result_block(part: ToolResult) -> dict[str, Any]:
     content = [
         _cached({"type": "text", "text": p.text}, p.cache) if isinstance(p, TextPart) else _image_block(p)
         for p in part.content
-        if not (isinstance(p, TextPart) and not p.text)
+        if not isinstance(p, TextPart) or p.text.strip()
     ]
     if content:
         block["content"] = content
@@ -143,7 +143,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in message.parts:
         if isinstance(part, TextPart):
-            if part.text:
+            # The vendor refuses an empty text block, and a whitespace-only one unless other text is
+            # beside it; such a block carries nothing, and a refused turn stays in every later request.
+            if part.text.strip():
                 blocks.append(_cached({"type": "text", "text": part.text}, part.cache))
         elif isinstance(part, ImagePart):
             blocks.append(_image_block(part))
@@ -181,7 +183,8 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         "max_tokens": req.max_tokens or DEFAULT_MAX_TOKENS,
         "messages": messages,
     }
-    system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system) if s]
+    system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system)
+              if s.strip()]
     instruction = _json_instruction(req.response_format)
     if instruction:
         system.append({"type": "text", "text": instruction})

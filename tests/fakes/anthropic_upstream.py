@@ -99,6 +99,23 @@ def _text_of(content: Any) -> str:
     return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
 
 
+def _blank_text(messages: list[Any]) -> str | None:
+    """The vendor's rule for text blocks, as measured against its API (LibreChat-AI/agents#124): an
+    empty one is refused anywhere; a whitespace-only one where its content holds no other text."""
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        contents = [content] if isinstance(content, list) else []
+        contents += [block["content"] for block in contents[0] if isinstance(block, dict)
+                     and block.get("type") == "tool_result" and isinstance(block.get("content"), list)] if contents else []
+        for blocks in contents:
+            texts = [b.get("text") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+            if any(t == "" for t in texts):
+                return "messages: text content blocks must be non-empty"
+            if texts and not any(isinstance(t, str) and t.strip() for t in texts):
+                return "messages: text content blocks must contain non-whitespace text"
+    return None
+
+
 class FakeAnthropic(FakeUpstream):
     def __init__(self, api_key: str = API_KEY, models: tuple[str, ...] = MODELS) -> None:
         super().__init__()
@@ -182,6 +199,8 @@ class FakeAnthropic(FakeUpstream):
             return json_response(error_body("not_found_error", f"model: {body['model']}"), 404)
         if not isinstance(body["messages"], list) or not body["messages"]:
             return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
+        if (blank := _blank_text(body["messages"])) is not None:
+            return json_response(error_body("invalid_request_error", blank), 400)
         return self._beta_refusal(request, body) or body
 
     async def _count_tokens(self, request: web.Request) -> web.Response:
