@@ -79,6 +79,18 @@ async def test_plain_request_and_response(fake):
     assert resp.usage.input_tokens > 0 and resp.usage.output_tokens > 0
 
 
+async def test_empty_texts_never_reach_gemini(fake):
+    # Gemini refuses an empty text part anywhere ("... has an empty text parameter"), the system
+    # instruction's included: a chat client's `{"role": "system", "content": ""}` must not carry one.
+    req = ChatRequest("m", [user("hi there"), Message("assistant", [TextPart("")]), user("again")],
+                      system=["", "Be brief."])
+    status, _, body = await send(adapter.build_request(req, "gemini-2.5-flash", endpoint(fake)))
+    assert status == 200, body
+    sent = fake.last.json()
+    assert sent["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert sent["contents"] == [{"role": "user", "parts": [{"text": "hi there"}, {"text": "again"}]}]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 async def test_stream_in_random_chunks(fake, seed):
     req = ChatRequest("m", [user("one two three")], stream=True)

@@ -286,8 +286,9 @@ def request_thinking(req: ChatRequest, config: dict[str, Any]) -> dict[str, Any]
 
 def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     body: dict[str, Any] = {"contents": _contents(req.messages)}
-    if req.system:
-        body["systemInstruction"] = {"parts": [{"text": s} for s in req.system]}
+    # Gemini refuses an empty text part ("Unable to submit request because it has an empty text parameter").
+    if system := [{"text": s} for s in req.system if s]:
+        body["systemInstruction"] = {"parts": system}
     gen: dict[str, Any] = {}
     for key, value in (
         ("maxOutputTokens", req.max_tokens),

@@ -110,6 +110,12 @@ class FakeGemini(FakeUpstream):
             assert body["contents"] and roles <= {"user", "model"}
         except (orjson.JSONDecodeError, KeyError, AssertionError, TypeError):
             return json_response(google_error(400, "INVALID_ARGUMENT", "* GenerateContentRequest.contents: contents is not specified"), 400)
+        # An empty text part anywhere, the system instruction's included, is refused (zuisong/gemini-openai-proxy#83).
+        given = [p for c in [*body["contents"], body.get("systemInstruction") or {}] for p in c.get("parts") or []]
+        if any(p.get("text") == "" for p in given):
+            return json_response(google_error(
+                400, "INVALID_ARGUMENT", "Unable to submit request because it has an empty text parameter. Add a value "
+                "to the parameter and try again."), 400)
         parts = self._answer(body)
         prompt_tokens = len(orjson.dumps(body["contents"])) // 4
         out_tokens = sum(len(orjson.dumps(p)) // 4 for p in parts)
