@@ -46,6 +46,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    blank,
     vendor_signature,
 )
 from modelgate.protocols.messages import (
@@ -130,7 +131,7 @@ def _result_block(part: ToolResult) -> dict[str, Any]:
     content = [
         _cached({"type": "text", "text": p.text}, p.cache) if isinstance(p, TextPart) else _image_block(p)
         for p in part.content
-        if not isinstance(p, TextPart) or p.text.strip()
+        if not isinstance(p, TextPart) or not blank(p.text)
     ]
     if content:
         block["content"] = content
@@ -145,7 +146,7 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             # The vendor refuses an empty text block, and a whitespace-only one unless other text is
             # beside it; such a block carries nothing, and a refused turn stays in every later request.
-            if part.text.strip():
+            if not blank(part.text):
                 blocks.append(_cached({"type": "text", "text": part.text}, part.cache))
         elif isinstance(part, ImagePart):
             blocks.append(_image_block(part))
@@ -184,7 +185,7 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         "messages": messages,
     }
     system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system)
-              if s.strip()]
+              if not blank(s)]
     instruction = _json_instruction(req.response_format)
     if instruction:
         system.append({"type": "text", "text": instruction})

@@ -53,6 +53,7 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
+    blank,
     token_count,
     vendor_signature,
 )
@@ -157,7 +158,7 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in msg.parts:
         if isinstance(part, TextPart):
-            if part.text.strip():  # Converse refuses a blank text block (only whitespace carries nothing)
+            if not blank(part.text):  # Converse refuses a blank text block
                 blocks.append({"text": part.text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
@@ -165,7 +166,7 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
             blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": _input(part.arguments)}})
         elif isinstance(part, ToolResult):
             content = [{"text": p.text} if isinstance(p, TextPart) else _image(p)
-                       for p in part.content if not isinstance(p, TextPart) or p.text.strip()]
+                       for p in part.content if not isinstance(p, TextPart) or not blank(p.text)]
             # A tool that printed nothing: Converse wants a non-blank block, and refusing the turn
             # would refuse every later turn of the conversation too.
             blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": NO_OUTPUT}],
@@ -208,7 +209,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     if req.system:
         system: list[dict[str, Any]] = []
         for i, text in enumerate(req.system):
-            if not text.strip():
+            if blank(text):
                 continue
             system.append({"text": text})
             if claude and i in req.system_cache:
