@@ -132,12 +132,6 @@ class ToolChoice:
     parallel: bool | None = None  # None = protocol default (parallel allowed)
 
 
-def blank(text: str) -> bool:
-    """Empty or only whitespace: a text several wire formats refuse as a block of its own, and which
-    carries nothing to a model. (`isspace` stops at the first other character and copies nothing.)"""
-    return not text or text.isspace()
-
-
 MAX_TOKEN_COUNT = 2**31 - 1  # the call log's column; beyond any real count, and encodable by every codec
 
 

@@ -46,7 +46,6 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
-    blank,
     vendor_signature,
 )
 from modelgate.protocols.messages import (
@@ -131,7 +130,7 @@ def _result_block(part: ToolResult) -> dict[str, Any]:
     content = [
         _cached({"type": "text", "text": p.text}, p.cache) if isinstance(p, TextPart) else _image_block(p)
         for p in part.content
-        if not isinstance(p, TextPart) or not blank(p.text)
+        if not isinstance(p, TextPart) or (p.text and not p.text.isspace())
     ]
     if content:
         block["content"] = content
@@ -146,7 +145,7 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             # The vendor refuses an empty text block, and a whitespace-only one unless other text is
             # beside it; such a block carries nothing, and a refused turn stays in every later request.
-            if not blank(part.text):
+            if part.text and not part.text.isspace():
                 blocks.append(_cached({"type": "text", "text": part.text}, part.cache))
         elif isinstance(part, ImagePart):
             blocks.append(_image_block(part))
@@ -185,7 +184,7 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         "messages": messages,
     }
     system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system)
-              if not blank(s)]
+              if s and not s.isspace()]
     instruction = _json_instruction(req.response_format)
     if instruction:
         system.append({"type": "text", "text": instruction})

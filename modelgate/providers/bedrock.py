@@ -53,7 +53,6 @@ from modelgate.protocols.ir import (
     ToolCallStart,
     ToolResult,
     Usage,
-    blank,
     token_count,
     vendor_signature,
 )
@@ -158,7 +157,7 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for part in msg.parts:
         if isinstance(part, TextPart):
-            if not blank(part.text):  # Converse refuses a blank text block
+            if part.text and not part.text.isspace():  # Converse refuses a blank text block
                 blocks.append({"text": part.text})
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
@@ -166,7 +165,7 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
             blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": _input(part.arguments)}})
         elif isinstance(part, ToolResult):
             content = [{"text": p.text} if isinstance(p, TextPart) else _image(p)
-                       for p in part.content if not isinstance(p, TextPart) or not blank(p.text)]
+                       for p in part.content if not isinstance(p, TextPart) or (p.text and not p.text.isspace())]
             # A tool that printed nothing: Converse wants a non-blank block, and refusing the turn
             # would refuse every later turn of the conversation too.
             blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": NO_OUTPUT}],
@@ -209,7 +208,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     if req.system:
         system: list[dict[str, Any]] = []
         for i, text in enumerate(req.system):
-            if blank(text):
+            if not text or text.isspace():
                 continue
             system.append({"text": text})
             if claude and i in req.system_cache:
