@@ -451,8 +451,6 @@ class AnthropicStreamDecoder:
 # --- the adapter ---------------------------------------------------------------------
 
 
-
-
 class AnthropicMessagesAdapter:
     wire = NATIVE_WIRE
     answer_fields: tuple[str, ...] = ("content",)

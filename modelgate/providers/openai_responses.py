@@ -2,9 +2,9 @@
 
 Used for pass-through only: a Responses client calling a model of such a channel has its
 body forwarded as is (`model` set to the channel's upstream model, `previous_response_id`
-and every vendor field included), and the answer relayed byte for byte; its input-token
-counts (`POST /responses/input_tokens`) and compactions (`POST /responses/compact`) likewise. Other clients reach
-these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
+and every vendor field included), and the answer relayed byte for byte; its input-token counts
+(`POST /responses/input_tokens`) and compactions (`POST /responses/compact`) likewise. Other
+clients reach these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
 format's, so errors are classified by the kind's chat adapter.
 """
 
@@ -16,12 +16,9 @@ import orjson
 
 from modelgate.errors import UpstreamError
 from modelgate.protocols.body import forward
+from modelgate.protocols.responses import NATIVE_WIRE
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
-
-WIRE = "openai-responses"
-COMPACT_WIRE = "openai-responses-compact"  # POST /responses/compact
-
 
 class ResponsesPassThrough:
     """The `openai-responses` wire (a `PassThroughAdapter`) of a kind whose chat adapter gives
@@ -30,11 +27,11 @@ class ResponsesPassThrough:
     # A response object, and a compaction's (`response.compaction`), always has its `output` list.
     answer_fields: tuple[str, ...] = ("output",)
 
-    def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str], wire: str = WIRE,
+    def __init__(self, chat: OpenAIChatAdapter, url: Callable[[Endpoint], str], wire: str = NATIVE_WIRE,
                  path: str = "") -> None:
         self.chat = chat
         self.url = url
-        self.wire = wire  # WIRE, or COMPACT_WIRE for `path` "/compact"
+        self.wire = wire  # NATIVE_WIRE, or the compaction wire for `path` "/compact"
         self.path = path
 
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,

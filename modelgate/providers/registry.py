@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from modelgate.errors import ErrorType
+from modelgate.protocols.responses import COMPACT_WIRE
 from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
 from modelgate.providers.azure_openai import AzureOpenAIAdapter
 from modelgate.providers.base import PassThroughAdapter, WireAdapter
@@ -33,7 +34,7 @@ from modelgate.providers.openai_compat import (
     thinking_type,
     zhipu_sampling,
 )
-from modelgate.providers.openai_responses import COMPACT_WIRE, ResponsesPassThrough, azure_url, openai_url
+from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
 from modelgate.providers.vertex import VertexAdapter
 
 
