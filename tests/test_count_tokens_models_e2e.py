@@ -22,6 +22,7 @@ from modelgate.storage.models import CallLog, ModelInstance
 from tests.fakes.anthropic_upstream import API_KEY, error_body
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
+from tests.fakes.local_server import LocalServer
 from tests.fakes.upstream_base import send
 from tests.test_resilience_e2e import gw  # noqa: F401  (fixture: a gateway on a clock the test moves)
 
@@ -121,15 +122,8 @@ async def test_a_count_waits_for_the_provider_at_most_the_count_limit_then_estim
         await asyncio.sleep(60)
         return web.json_response({"input_tokens": 1})
 
-    app = web.Application()
-    app.router.add_post("/v1/messages/count_tokens", hang)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        wired = await gateway.wire(f"http://127.0.0.1:{port}", ["claude-haiku-4-5"], kind="anthropic",
+    async with LocalServer([web.post("/v1/messages/count_tokens", hang)]) as hung:
+        wired = await gateway.wire(hung.url, ["claude-haiku-4-5"], kind="anthropic",
                                    upstream_keys=(API_KEY,), name="claude")
         gateway.runtime.settings.gateway.count_timeout_seconds = 0.2
         async with httpx.AsyncClient(base_url=gateway.url, timeout=10) as http:  # far below the 60 s hang
@@ -138,8 +132,6 @@ async def test_a_count_waits_for_the_provider_at_most_the_count_limit_then_estim
                                   headers={"x-api-key": wired.key, "anthropic-version": "2023-06-01"})
         assert raw.status_code == 200 and raw.headers["x-modelgate-token-count"] == "estimate"
         assert raw.json()["input_tokens"] > 0
-    finally:
-        await runner.cleanup()
 
 
 async def test_failing_counts_never_open_the_breaker_of_the_calls(gateway, anthropic_upstream):

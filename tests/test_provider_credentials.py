@@ -26,6 +26,7 @@ from modelgate.protocols.ir import ChatRequest, Message, StreamEnd, TextDelta, T
 from modelgate.providers import credentials
 from modelgate.providers.base import Endpoint, prepare
 from modelgate.providers.registry import KINDS
+from tests.fakes.local_server import LocalServer
 from tests.fakes.upstream_base import decode_stream, send
 
 _ids = itertools.count(1)
@@ -38,28 +39,6 @@ def endpoint(kind: str, base: str, options: dict, key: str = "") -> Endpoint:
 
 def hello(stream: bool = False) -> ChatRequest:
     return ChatRequest(model="m", messages=[Message("user", [TextPart("hi")])], max_tokens=16, stream=stream)
-
-
-class LocalServer:
-    """A loopback HTTP server for credential and API fakes."""
-
-    def __init__(self, routes: list[web.RouteDef], tls: ssl.SSLContext | None = None) -> None:
-        self.app = web.Application()
-        self.app.add_routes(routes)
-        self.runner = web.AppRunner(self.app)
-        self.tls = tls
-        self.url = ""
-
-    async def __aenter__(self) -> "LocalServer":
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=self.tls)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{port}"
-        return self
-
-    async def __aexit__(self, *exc: Any) -> None:
-        await self.runner.cleanup()
 
 
 # --- AWS: botocore's credential chain -----------------------------------------------------

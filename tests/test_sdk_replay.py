@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.fakes.local_server import LocalServer
 from tests.sdk_check import typed_dict_problems
 
 CAPTURES = Path(__file__).parent / "captures"
@@ -29,7 +30,7 @@ class Replay:
     def __init__(self, capture: str | bytes) -> None:
         self.body = capture if isinstance(capture, bytes) else (CAPTURES / capture).read_bytes()
         self.requests: list[tuple[str, dict[str, Any]]] = []
-        self.runner: web.AppRunner | None = None
+        self.server = LocalServer([web.post("/{tail:.*}", self._answer)])
         self.url = ""
 
     async def _answer(self, request: web.Request) -> web.StreamResponse:
@@ -37,18 +38,11 @@ class Replay:
         return web.Response(body=self.body, content_type="text/event-stream")
 
     async def __aenter__(self) -> "Replay":
-        app = web.Application()
-        app.router.add_post("/{tail:.*}", self._answer)
-        self.runner = web.AppRunner(app)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+        self.url = (await self.server.__aenter__()).url
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
+        await self.server.__aexit__(*exc)
 
 
 def openai_client(gateway: Any, key: str) -> Any:
