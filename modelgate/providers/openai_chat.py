@@ -10,7 +10,7 @@ import orjson
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
 from modelgate.protocols.body import forward
-from modelgate.protocols.chat import STOP_REASON, chunk_usage, usage_from_openai
+from modelgate.protocols.chat import NATIVE_WIRE, STOP_REASON, chunk_usage, usage_from_openai
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -239,7 +239,7 @@ def abnormal_finish(error_type: ErrorType, reason: str) -> UpstreamError:
 
 
 class OpenAIChatAdapter:
-    wire = "openai-chat"
+    wire = NATIVE_WIRE
     answer_fields: tuple[str, ...] = ("choices",)
     chat_path = "/chat/completions"
     # Provider finish reasons beyond OpenAI's (set per kind in the registry); unknown ones mean stop.
