@@ -294,7 +294,7 @@ def test_mistral_stream_captures_magistral_thinking_chunks_and_a_bare_tool_call(
 
 def test_openai_responses_stream_capture_through_the_pass_through_tap():
     # vercel/ai packages/openai/src/responses/__fixtures__/openai-phase.1.chunks.txt (gpt-5.3-codex)
-    from modelgate.protocols.responses.stream import ResponsesStreamTap
+    from modelgate.protocols.responses.tap import ResponsesStreamTap
     from tests.fakes.upstream_base import random_chunks
 
     events = [orjson.loads(line) for line in

@@ -1,8 +1,9 @@
 """The Responses API (`POST /v1/responses`), the protocol of the Codex CLI and the AI SDK's `openai(model)`.
 
-Modules: `decode` (validation and decoding into the IR), `encode` (the response object),
-`stream` (the typed event stream and the pass-through tap). Keys, headers and the 7.2 error
-body are the chat protocol's. See docs/conversion.md for the mapping.
+Pure functions only, one concern per module: `validate`, `view` (the typed fast path of validation),
+`decode` (into the IR), `encode` (the response object), `stream` (IR stream events as the typed event
+stream) and `tap` (a native stream relayed). Keys, headers and the 7.2 error body are the chat
+protocol's. See docs/conversion.md for the mapping.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
 from modelgate.protocols.responses.encode import echoed, encode_response, usage_from_vendor
-from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder, ResponsesStreamTap
+from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder
+from modelgate.protocols.responses.tap import ResponsesStreamTap
+from modelgate.protocols.responses.validate import validate
 from modelgate.safetext import shown
 
 NATIVE_WIRE = "openai-responses"
@@ -38,10 +41,10 @@ class ResponsesCodec:
         return chat.validation_body(message)
 
     def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
-        return decode.validate(body)
+        return validate(body)
 
     def validate_count(self, body: Any, headers: Headers) -> str:
-        return decode.validate(body)[0]  # the create body's fields, as the SDK's `input_tokens.count` sends them
+        return validate(body)[0]  # the create body's fields, as the SDK's `input_tokens.count` sends them
 
     def count_answer(self, input_tokens: int) -> bytes:
         return orjson.dumps({"object": "response.input_tokens", "input_tokens": input_tokens})
@@ -83,7 +86,7 @@ class ResponsesCompactCodec(ResponsesCodec):
     native_wire = COMPACT_WIRE
 
     def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
-        model, stream = decode.validate(body)
+        model, stream = validate(body)
         if stream:
             raise invalid_request("'stream': a compaction is answered whole; leave 'stream' out")
         return model, False

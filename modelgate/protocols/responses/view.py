@@ -1,4 +1,4 @@
-"""The Responses request as a typed view (protocols/typed_view.py): `decode.validate` in
+"""The Responses request as a typed view (protocols/typed_view.py): `validate.validate` in
 msgspec types, for the requests clients usually send. None: let validate decide."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Literal, Union
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
-from modelgate.protocols.responses.decode import check_tools
+from modelgate.protocols.responses.validate import check_tools
 from modelgate.protocols.typed_view import (
     Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, raw_fields, sound,
 )
@@ -112,7 +112,7 @@ _RAW_FIELDS = raw_fields(ResponsesRequest, but=("tools",))  # tools: checked_def
 
 
 def _item_sound(item: Item, pieces: list[Raw]) -> bool:
-    """The rules of decode._check_item a type cannot say; collects the Raw pieces."""
+    """The rules of validate._check_item a type cannot say; collects the Raw pieces."""
     kind = item.type
     if kind == "message":
         if item.role is UNSET or item.content is None:
@@ -143,7 +143,7 @@ def _item_sound(item: Item, pieces: list[Raw]) -> bool:
 
 
 def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
-    """(body, model, stream) of a request `decode.validate` accepts, or None to let it decide."""
+    """(body, model, stream) of a request `validate.validate` accepts, or None to let it decide."""
     request = _decode(raw)
     if request is None or not request.model:
         return None

@@ -1,0 +1,111 @@
+"""Responses API streams relayed from a Responses upstream (pass-through)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from modelgate.protocols import sse
+from modelgate.protocols.ir import Usage
+from modelgate.protocols.responses.encode import error_object, usage_from_vendor
+
+# Events that carry the whole response object (its `model` and, at the end, its usage).
+_LIFECYCLE = (b"response.created", b"response.in_progress", b"response.queued", b"response.completed",
+              b"response.incomplete", b"response.failed")
+_TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+
+
+class ResponsesStreamTap:
+    """Relays a Responses upstream's stream, reading its usage from the terminal event.
+
+    Content events, the bulk of a stream, are forwarded as they are, looked at only for their
+    `sequence_number` (so an error event the gateway adds after a cut continues the numbering).
+    The few events that carry the response object are decoded to read usage and to answer
+    with the model id the client asked for, never the upstream's name. Bytes are forwarded as
+    soon as the events they hold are complete. An event whose data is not a JSON object is an
+    unreadable answer; the upstream's `error` event and `response.failed` are its failures,
+    reported like any other (`error` holds them in the OpenAI error-body form, for the classifier).
+    """
+
+    # The NativeStreamTap attributes the relay reads (stop reason, progress): a Responses stream
+    # ends with its terminal event (or `error`), so there is no end marker to add.
+    stopped = False
+    end_marker = b""
+    after_error = b""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.usage: Usage | None = None
+        self.finished = False
+        self.error: bytes | None = None
+        self.events = 0  # events seen (keep-alive comments are no progress for the stall limit)
+        self._parser = sse.SSEParser()
+        self._next_seq = 0
+
+    def filter(self, chunk: bytes) -> bytes:
+        raws = self._parser.feed_raw(chunk)
+        for i, raw in enumerate(raws):
+            if raw.startswith(b":"):
+                continue  # a comment (keep-alive)
+            if b"data: {" not in raw and b"data:{" not in raw:
+                raise sse.unreadable_event()
+            self.events += 1
+            at = raw.find(b'"sequence_number":')
+            if at >= 0:
+                digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()
+                if digits.isdigit():
+                    self._next_seq = int(digits) + 1
+            head = raw[:80]
+            if any(name in head for name in _LIFECYCLE):
+                raws[i] = self._lifecycle(raw)
+            elif head.startswith(b"event: error") or b'"type":"error"' in head or b'"type": "error"' in head:
+                self._read_error(raw)
+        return b"".join(raws)
+
+    @staticmethod
+    def _payload(raw: bytes) -> tuple[sse.SSEEvent | None, Any]:
+        event = sse.parse_event(raw)
+        try:
+            return event, orjson.loads(event.data) if event is not None else None
+        except orjson.JSONDecodeError:
+            raise sse.unreadable_event() from None
+
+    def _read_error(self, raw: bytes) -> None:
+        _, payload = self._payload(raw)
+        if isinstance(payload, dict) and payload.get("type") == "error":
+            # The SDK's typed form has `code` and `message` at the top; the service nests them in `error`.
+            nested = payload.get("error")
+            self._failed(nested if isinstance(nested, dict) else payload)
+
+    def _failed(self, error: dict[str, Any]) -> None:
+        message = error.get("message")
+        self.error = orjson.dumps({"error": {
+            "message": message if isinstance(message, str) else "The upstream's response failed",
+            "type": error.get("type") if isinstance(error.get("type"), str) else None,
+            "code": error.get("code") if isinstance(error.get("code"), str) else None}})
+
+    def _lifecycle(self, raw: bytes) -> bytes:
+        event, payload = self._payload(raw)
+        response = payload.get("response") if isinstance(payload, dict) else None
+        if not isinstance(response, dict):
+            return raw
+        if payload.get("type") in _TERMINAL:
+            self.finished = True
+            if isinstance(response.get("usage"), dict):
+                self.usage = usage_from_vendor(response["usage"])
+            if payload["type"] == "response.failed":
+                error = response.get("error")
+                self._failed(error if isinstance(error, dict) else {})
+        if response.get("model") == self.model:
+            return raw
+        response["model"] = self.model
+        return sse.encode(orjson.dumps(payload), event.event)  # type: ignore[union-attr]
+
+    def error_event(self, error_type: str, message: str) -> bytes:
+        """The vendor's stream-level `error` event, numbered after the upstream's last event."""
+        error = error_object(error_type, message)
+        data = {"type": "error", "code": error["code"], "message": message, "param": None,
+                "sequence_number": self._next_seq}
+        self._next_seq += 1
+        return sse.encode(orjson.dumps(data), "error")
