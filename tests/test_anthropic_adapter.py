@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -133,8 +134,11 @@ def test_json_mode_becomes_a_system_instruction():
     assert body["system"].startswith(JSON_OBJECT_INSTRUCTION) and orjson.dumps(schema).decode() in body["system"]
 
 
+F_AND_G = [Tool("f", None, {"type": "object"}), Tool("g", None, {"type": "object"})]
+
+
 def test_conversation_with_tools_images_and_thinking():
-    body = sent(ir(messages=[
+    body = sent(ir(tools=F_AND_G, messages=[
         Message("user", [TextPart("look"), ImagePart(url="data:image/jpeg;base64,QUJD"),
                          ImagePart(url="https://e/x.png"), ImagePart(data="RA==", media_type="image/gif")]),
         Message("assistant", [ThinkingPart("from another provider"), ThinkingPart("mine", "sig"), TextPart(""),
@@ -164,6 +168,42 @@ def test_conversation_with_tools_images_and_thinking():
             {"type": "text", "text": "and now?"},
         ]},
     ]
+
+
+def test_a_request_without_tools_sends_its_tool_history_as_text():
+    # The vendor refuses tool_use and tool_result blocks in a request that defines no tools (the fake
+    # cites it); a chat client's last, tool-less call of an agent loop sends such a history.
+    history = [Message("user", [TextPart("look")]),
+               Message("assistant", [ThinkingPart("mine", "sig"), ToolCall("c1", "f", '{"a": 1}')]),
+               Message("tool", [ToolResult("c1", [TextPart("r1"), ImagePart(url="https://e/y.png")])]),
+               Message("user", [TextPart("and now?")])]
+    assert sent(ir(messages=history))["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "look"}]},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "mine", "signature": "sig"},
+            {"type": "text", "text": '[tool call c1: f, arguments {"a": 1}]'}]},
+        {"role": "user", "content": [
+            {"type": "text", "text": "[result of tool call c1]\nr1"},
+            {"type": "image", "source": {"type": "url", "url": "https://e/y.png"}},
+            {"type": "text", "text": "and now?"}]},
+    ]
+    assert "tool_use" in orjson.dumps(sent(ir(messages=history, tools=F_AND_G))).decode()
+
+
+def test_tool_ids_of_other_providers_are_made_valid_and_still_pair_up():
+    # Kimi names its calls `functions.NAME:INDEX`; replayed to the vendor (another channel, a failover)
+    # they are refused: "String should match pattern '^[a-zA-Z0-9_-]+$'" (the fake cites the reports).
+    ids = ["functions.lookup:0", "call/1", "toolu_01AbC-d_9"]
+    history = [Message("user", [TextPart("go")]),
+               Message("assistant", [ToolCall(i, "f", "{}") for i in ids]),
+               Message("tool", [ToolResult(i, [TextPart("ok")]) for i in ids])]
+    body = sent(ir(messages=history, tools=F_AND_G))
+    uses = [b["id"] for b in body["messages"][1]["content"]]
+    results = [b["tool_use_id"] for b in body["messages"][2]["content"]]
+    assert uses == results and len(set(uses)) == 3
+    assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
+    assert uses[2] == "toolu_01AbC-d_9"  # a valid id is sent as it is
+    assert sent(ir(messages=history, tools=F_AND_G))["messages"] == body["messages"]  # the same on every turn
 
 
 def test_native_request_only_replaces_the_model():
@@ -427,14 +467,13 @@ def messages_body(draw):
         assistant += [{"type": "tool_use", "id": i, "name": draw(ident), "input": draw(json_obj)} for i in ids]
         messages.append({"role": "assistant", "content": assistant})
         pending_ids = ids
+    # At least one tool: the vendor refuses tool_use and tool_result blocks in a request without tools.
     tools = [{"name": n, "description": draw(text), "input_schema": {"type": "object", "properties": {}}}
-             for n in draw(st.lists(ident, max_size=4, unique=True))]
+             for n in draw(st.lists(ident, min_size=1, max_size=4, unique=True))]
     body: dict[str, Any] = {"model": "alias", "max_tokens": draw(st.integers(1, 10_000)), "messages": messages,
                             "system": draw(st.one_of(text, st.lists(st.builds(lambda s: {"type": "text", "text": s}, text),
                                                                     min_size=1, max_size=3))),
-                            "stop_sequences": draw(st.lists(text, max_size=4))}
-    if tools:
-        body["tools"] = tools
+                            "stop_sequences": draw(st.lists(text, max_size=4)), "tools": tools}
     return body
 
 
@@ -481,12 +520,11 @@ def ir_request(draw):
             parts.append(draw(st.sampled_from([ImagePart(url="https://e/i.png"),
                                                ImagePart(data="AAAA", media_type="image/webp")])))
         messages.append(Message("user", parts))
+    # At least one tool: without tools, the history's tool calls and results are sent as text.
     tools = [Tool(n, draw(st.one_of(st.none(), text)), {"type": "object", "properties": {}})
-             for n in draw(st.lists(ident, max_size=3, unique=True))]
-    choice = None
-    if tools:
-        choice = draw(st.sampled_from([None, ToolChoice("auto"), ToolChoice("none"), ToolChoice("required"),
-                                       ToolChoice("tool", tools[0].name), ToolChoice("auto", parallel=False)]))
+             for n in draw(st.lists(ident, min_size=1, max_size=3, unique=True))]
+    choice = draw(st.sampled_from([None, ToolChoice("auto"), ToolChoice("none"), ToolChoice("required"),
+                                   ToolChoice("tool", tools[0].name), ToolChoice("auto", parallel=False)]))
     return ChatRequest(
         model="claude-x", messages=messages, system=draw(st.lists(text, max_size=2)),
         max_tokens=draw(st.integers(1, 9999)), temperature=draw(st.one_of(st.none(), st.floats(0, 1))),

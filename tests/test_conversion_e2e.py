@@ -12,6 +12,7 @@ from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 
 from tests.fakes.anthropic_upstream import API_KEY, Reply
+from tests.fakes.bedrock_upstream import FakeBedrock
 
 
 async def wire_messages_upstream(gateway, anthropic_upstream):
@@ -45,6 +46,65 @@ async def test_blank_texts_of_a_chat_history_never_reach_a_messages_upstream(gat
     assert sent["messages"][1] == {"role": "assistant", "content": [
         {"type": "tool_use", "id": "call_1", "name": "lookup", "input": {"word": "gateway"}}]}
     assert sent["messages"][2]["content"][0] == {"type": "tool_result", "tool_use_id": "call_1"}
+
+
+# An OpenAI-SDK agent loop's last call: the history holds the loop's tool calls and results, and the
+# client offers no tools (it wants the summary, not another call). OpenAI takes that; the Messages API
+# and Bedrock Converse refuse tool blocks in a request without tools (the fakes cite both).
+TOOL_HISTORY = [
+    {"role": "user", "content": "look up gateway"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "gateway"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "a server in front of others"},
+    {"role": "user", "content": "now sum it up"},
+]
+
+
+async def test_a_tool_less_call_after_a_tool_loop_reaches_a_messages_upstream(gateway, anthropic_upstream):
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    resp = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", max_tokens=64, messages=TOOL_HISTORY)
+    assert resp.choices[0].message.content.endswith("now sum it up")  # the fake echoes the last user turn
+    sent = anthropic_upstream.last.json()
+    assert "tools" not in sent
+    assert sent["messages"][1:] == [
+        {"role": "assistant", "content": [
+            {"type": "text", "text": '[tool call call_1: lookup, arguments {"word": "gateway"}]'}]},
+        {"role": "user", "content": [{"type": "text", "text": "[result of tool call call_1]\na server in front of others"},
+                                     {"type": "text", "text": "now sum it up"}]}]
+
+
+async def test_a_tool_less_call_after_a_tool_loop_reaches_bedrock(gateway):
+    fake = await FakeBedrock().start()
+    try:
+        model = fake.models[0]
+        wired = await gateway.wire(fake.base_url, [model], kind="aws-bedrock", upstream_keys=(fake.api_key,),
+                                   name="bedrock")
+        api = openai_client(gateway, wired.key)
+        resp = await api.chat.completions.create(model=model, max_tokens=64, messages=TOOL_HISTORY)
+        assert resp.choices[0].message.content
+        # tool_choice none, which Converse cannot say, is kept by offering no tools at all
+        resp = await api.chat.completions.create(model=model, max_tokens=64, messages=TOOL_HISTORY,
+                                                 tools=[LOOKUP], tool_choice="none")
+        assert resp.choices[0].finish_reason == "stop" and not resp.choices[0].message.tool_calls
+        assert "toolConfig" not in fake.bodies[-1]
+        assert not any("toolUse" in block or "toolResult" in block
+                       for message in fake.bodies[-1]["messages"] for block in message["content"])
+    finally:
+        await fake.close()
+
+
+async def test_a_history_with_another_providers_tool_ids_reaches_a_messages_upstream(gateway, anthropic_upstream):
+    # A chat agent's history made with Kimi (`functions.NAME:INDEX` ids), now served by Claude.
+    wired = await wire_messages_upstream(gateway, anthropic_upstream)
+    history = [dict(m) for m in TOOL_HISTORY]
+    history[1] = {**history[1], "tool_calls": [{**history[1]["tool_calls"][0], "id": "functions.lookup:0"}]}
+    history[2] = {**history[2], "tool_call_id": "functions.lookup:0"}
+    resp = await openai_client(gateway, wired.key).chat.completions.create(
+        model="claude-haiku-4-5", max_tokens=64, tools=[LOOKUP], messages=history)
+    assert resp.choices[0].message.content or resp.choices[0].message.tool_calls
+    sent = anthropic_upstream.last.json()["messages"]
+    assert sent[1]["content"][0]["id"] == sent[2]["content"][0]["tool_use_id"] != "functions.lookup:0"
 
 
 async def test_openai_sdk_plain_call_to_a_messages_upstream(gateway, anthropic_upstream):

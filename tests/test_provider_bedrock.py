@@ -140,14 +140,49 @@ async def test_tool_use_round_trip(fake):
 
     history = [user("weather?"), Message("assistant", [call]),
                Message("tool", [ToolResult(call.id, [TextPart("sunny")])]), user("thanks")]
-    status, _, body2 = await send(adapter.build_request(ChatRequest("m", history, tools=[WEATHER], tool_choice=ToolChoice("none")),
-                                                        MODEL, endpoint(fake)))
+    status, _, body2 = await send(adapter.build_request(ChatRequest("m", history, tools=[WEATHER]), MODEL, endpoint(fake)))
     assert status == 200
     sent = fake.last.json()
-    # the tool result and the following user text share one user turn; toolConfig stays (tool blocks present)
+    # the tool result and the following user text share one user turn
     assert sent["messages"][2] == {"role": "user", "content": [
         {"toolResult": {"toolUseId": call.id, "content": [{"text": "sunny"}], "status": "success"}}, {"text": "thanks"}]}
     assert "toolConfig" in sent and "toolChoice" not in sent["toolConfig"]
+
+
+@pytest.mark.parametrize("tools, choice", [([], None), ([WEATHER], ToolChoice("none"))])
+async def test_a_request_offering_no_tools_sends_its_tool_history_as_text(fake, tools, choice):
+    # Converse refuses toolUse/toolResult blocks without a toolConfig, and has no `none` choice: a
+    # chat client's last call of an agent loop (no tools, or tool_choice none) still gets an answer,
+    # and the model is offered no tool to call.
+    call = ToolCall("tooluse_1", "get_weather", '{"city": "Paris"}')
+    history = [user("weather?"), Message("assistant", [TextPart("Looking."), call]),
+               Message("tool", [ToolResult(call.id, [TextPart("sunny")]), ToolResult("tooluse_2", [], is_error=True)]),
+               user("sum it up")]
+    status, _, _ = await send(adapter.build_request(ChatRequest("m", history, tools=tools, tool_choice=choice),
+                                                    MODEL, endpoint(fake)))
+    assert status == 200
+    sent = fake.last.json()
+    assert "toolConfig" not in sent
+    assert sent["messages"][1:] == [
+        {"role": "assistant", "content": [
+            {"text": "Looking."}, {"text": '[tool call tooluse_1: get_weather, arguments {"city": "Paris"}]'}]},
+        {"role": "user", "content": [{"text": "[result of tool call tooluse_1]\nsunny"},
+                                     {"text": "[result of tool call tooluse_2 (an error)] (no output)"},
+                                     {"text": "sum it up"}]}]
+
+
+async def test_tool_ids_outside_converse_s_rule_are_made_valid_and_still_pair_up(fake):
+    # ToolUseId is `[a-zA-Z0-9_.:-]+`, at most 64 characters (the service model; the fake checks it):
+    # Kimi's `functions.lookup:0` is taken as it is, an id with `/` or one too long is replaced.
+    ids = ["functions.lookup:0", "call/1", "x" * 70]
+    history = [user("go"), Message("assistant", [ToolCall(i, "get_weather", "{}") for i in ids]),
+               Message("tool", [ToolResult(i, [TextPart("ok")]) for i in ids])]
+    status, _, _ = await send(adapter.build_request(ChatRequest("m", history, tools=[WEATHER]), MODEL, endpoint(fake)))
+    assert status == 200
+    sent = fake.last.json()["messages"]
+    uses = [b["toolUse"]["toolUseId"] for b in sent[1]["content"]]
+    assert uses == [b["toolResult"]["toolUseId"] for b in sent[2]["content"]]
+    assert uses[0] == "functions.lookup:0" and len(set(uses)) == 3 and all(len(i) <= 64 for i in uses)
 
 
 async def test_blank_texts_never_reach_converse(fake):

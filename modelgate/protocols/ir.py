@@ -219,6 +219,29 @@ class ChatRequest:
                 messages.append(message)
         return dataclasses.replace(self, system=system, system_cache=system_cache, messages=messages)
 
+    def with_tool_turns_as_text(self) -> "ChatRequest":
+        """This request with the tool calls and results of its history written as text: for wire
+        formats that refuse tool blocks in a request that offers the model no tools (a chat client's
+        last, tool-less call of an agent loop; `tool_choice: none` where the format has no such
+        choice). Results become user turns; their images stay."""
+        if not any(isinstance(part, (ToolCall, ToolResult)) for message in self.messages for part in message.parts):
+            return self
+        messages: list[Message] = []
+        for message in self.messages:
+            parts: list[Part] = []
+            for part in message.parts:
+                if isinstance(part, ToolCall):
+                    parts.append(TextPart(f"[tool call {part.id}: {part.name}, arguments {part.arguments}]"))
+                elif isinstance(part, ToolResult):
+                    texts = [p.text for p in part.content if isinstance(p, TextPart) and p.text.strip()]
+                    head = f"[result of tool call {part.tool_call_id}{' (an error)' if part.is_error else ''}]"
+                    parts.append(TextPart("\n".join([head, *texts]) if texts else f"{head} (no output)"))
+                    parts.extend(p for p in part.content if isinstance(p, ImagePart))
+                else:
+                    parts.append(part)
+            messages.append(Message("user" if message.role == "tool" else message.role, parts))
+        return dataclasses.replace(self, messages=messages)
+
     def thinking_wanted(self) -> bool | None:
         """Whether the client asked for model reasoning: True (a budget, an effort), False (it
         turned it off: budget 0, effort `none`), None (it said nothing: the model's default)."""

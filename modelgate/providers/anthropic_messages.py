@@ -19,6 +19,7 @@ Mapping notes (the full table is docs/conversion.md):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -60,12 +61,15 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
+    tool_id_for,
     retry_after_seconds,
 )
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
+# The vendor's rule for tool_use ids: "String should match pattern '^[a-zA-Z0-9_-]+$'" (maximhq/bifrost#5097).
+_TOOL_ID = re.compile(r"[A-Za-z0-9_-]+").fullmatch
 
 JSON_OBJECT_INSTRUCTION = (
     "Respond with a single valid JSON object only: no prose, no code fences, nothing before or after it."
@@ -126,7 +130,7 @@ def _image_block(part: ImagePart) -> dict[str, Any]:
 
 
 def _result_block(part: ToolResult) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.tool_call_id}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_id_for(part.tool_call_id, _TOOL_ID)}
     content = [
         _cached({"type": "text", "text": p.text}, p.cache) if isinstance(p, TextPart) else _image_block(p)
         for p in part.content
@@ -158,7 +162,7 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
             elif (signature := vendor_signature(part)) is not None:
                 blocks.append({"type": "thinking", "thinking": part.text, "signature": signature})
         elif isinstance(part, ToolCall):
-            blocks.append(_cached({"type": "tool_use", "id": part.id, "name": part.name,
+            blocks.append(_cached({"type": "tool_use", "id": tool_id_for(part.id, _TOOL_ID), "name": part.name,
                                    "input": tool_input(part.arguments)}, part.cache))
         elif isinstance(part, ToolResult):
             blocks.append(_result_block(part))
@@ -167,6 +171,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
 
 def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     """The vendor request body for an IR request."""
+    if not req.tools:
+        # "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        req = req.with_tool_turns_as_text()
     messages: list[dict[str, Any]] = []
     for message in req.messages:
         role = "assistant" if message.role == "assistant" else "user"

@@ -8,10 +8,11 @@ with their default base URLs. Adapters are pure translators: they build an
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Callable, Iterable, Mapping, Protocol
 
 import orjson
 
@@ -377,6 +378,18 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         return None
+
+
+def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:
+    """A tool-call id as an upstream with a rule for them (`valid`) takes it. Other providers' ids
+    (Kimi's `functions.Bash:0`) reach it in replayed histories and after a failover, and the whole
+    request is refused (maximhq/bifrost#5097). Such an id is replaced by its letters, digits, `_` and `-`
+    and a hash of it (at most 53 characters): the same id always gets the same replacement, so calls and
+    results still pair up on every later turn."""
+    if valid(call_id):
+        return call_id
+    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:40]}_{digest}"
 
 
 def classify_by_status(status: int, message: str, headers: Mapping[str, str]) -> UpstreamError:

@@ -19,8 +19,9 @@ URLs); seed, penalties and JSON mode have no Converse field and are dropped;
 top_k and a messages client's `thinking` go to Claude models in
 additionalModelRequestFields (other families drop them), over
 `options.additional_model_request_fields`; Claude's reasoning is replayed byte for byte
-(`reasoningContent`) and cache marks become `cachePoint` blocks for Claude models; tool_choice `none` sends no tools unless the history holds tool blocks
-(Converse then requires toolConfig, and the choice falls back to auto).
+(`reasoningContent`) and cache marks become `cachePoint` blocks for Claude models; tool_choice `none` sends
+no tools (Converse has no such choice). A request that offers no tools gets its history's tool calls and
+results as text, since Converse refuses tool blocks without a toolConfig.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
+    tool_id_for,
     retry_after_seconds,
 )
 from modelgate.providers.credentials import AwsChain, source_for
@@ -126,6 +128,8 @@ def region_of(endpoint: Endpoint) -> str:
 
 
 NO_OUTPUT = "(no output)"  # an empty tool result, as Converse takes it
+# ToolUseId in the bedrock-runtime service model (botocore): pattern `[a-zA-Z0-9_.:-]+`, 1 to 64 characters.
+_TOOL_USE_ID = re.compile(r"[a-zA-Z0-9_.:-]{1,64}").fullmatch
 
 
 def _image(img: ImagePart) -> dict[str, Any]:
@@ -162,13 +166,15 @@ def _blocks(msg: Message, caching: bool) -> list[dict[str, Any]]:
         elif isinstance(part, ImagePart):
             blocks.append(_image(part))
         elif isinstance(part, ToolCall):
-            blocks.append({"toolUse": {"toolUseId": part.id, "name": part.name, "input": _input(part.arguments)}})
+            blocks.append({"toolUse": {"toolUseId": tool_id_for(part.id, _TOOL_USE_ID), "name": part.name,
+                                       "input": _input(part.arguments)}})
         elif isinstance(part, ToolResult):
             content = [{"text": p.text} if isinstance(p, TextPart) else _image(p)
                        for p in part.content if not isinstance(p, TextPart) or (p.text and not p.text.isspace())]
             # A tool that printed nothing: Converse wants a non-blank block, and refusing the turn
             # would refuse every later turn of the conversation too.
-            blocks.append({"toolResult": {"toolUseId": part.tool_call_id, "content": content or [{"text": NO_OUTPUT}],
+            blocks.append({"toolResult": {"toolUseId": tool_id_for(part.tool_call_id, _TOOL_USE_ID),
+                                          "content": content or [{"text": NO_OUTPUT}],
                                           "status": "error" if part.is_error else "success"}})
         elif isinstance(part, ThinkingPart) and msg.role == "assistant":
             # Only reasoning Claude signed (or encrypted) can go back, byte for byte; other
@@ -191,14 +197,17 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
                ) -> dict[str, Any]:
     """`extra_fields`: the provider record's `additional_model_request_fields` (e.g. Claude's
     `thinking`), sent as Converse's additionalModelRequestFields."""
+    choice = req.tool_choice
+    offers_tools = bool(req.tools) and (choice is None or choice.mode != "none")  # Converse has no `none`
+    if not offers_tools:
+        # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+        req = req.with_tool_turns_as_text()
     messages: list[dict[str, Any]] = []
-    has_tool_blocks = False
     claude = "anthropic." in model
     for msg in req.messages:
         blocks = _blocks(msg, claude)
         if not blocks:
             continue
-        has_tool_blocks = has_tool_blocks or any("toolUse" in b or "toolResult" in b for b in blocks)
         role = "assistant" if msg.role == "assistant" else "user"  # tool results ride in user turns
         if messages and messages[-1]["role"] == role:
             messages[-1]["content"].extend(blocks)  # Converse wants roles to alternate
@@ -231,8 +240,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
             additional["thinking"] = thinking  # the client's request wins over the provider's default
     if additional:
         body["additionalModelRequestFields"] = additional
-    choice = req.tool_choice
-    if req.tools and (not choice or choice.mode != "none" or has_tool_blocks):
+    if offers_tools:
         tools: list[dict[str, Any]] = []
         for t in req.tools:
             tools.append({"toolSpec": {"name": t.name, "description": t.description or t.name,

@@ -19,6 +19,9 @@ Default answers are derived from the request so tests can assert conversions:
 Scripting: `reply_next(Reply(...))` queues canned answers; `fail_next(...)`
 (base class) queues HTTP errors, `error_body(...)` builds the vendor shape;
 `cut_stream = True` drops `message_delta` and `message_stop` from streams.
+
+Refusals beyond the field checks, as the vendor's: empty or blank text blocks, tool ids outside
+`^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools.
 """
 
 from __future__ import annotations
@@ -97,6 +100,28 @@ def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+TOOL_BLOCKS_NEED_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+# The vendor's rule for tool ids, with its message (maximhq/bifrost#5097, CommandCodeAI/command-code#323).
+_TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
+
+
+def _bad_tool_id(messages: list[Any]) -> str | None:
+    for i, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        for j, block in enumerate(content if isinstance(content, list) else []):
+            kind = block.get("type") if isinstance(block, dict) else None
+            field = {"tool_use": "id", "tool_result": "tool_use_id"}.get(kind or "")
+            if field and not (isinstance(block.get(field), str) and _TOOL_ID.match(block[field])):
+                return f"messages.{i}.content.{j}.{kind}.{field}: String should match pattern '^[a-zA-Z0-9_-]+$'"
+    return None
+
+
+def _holds_tool_blocks(messages: list[Any]) -> bool:
+    return any(isinstance(block, dict) and block.get("type") in ("tool_use", "tool_result")
+               for message in messages if isinstance(message, dict) and isinstance(message.get("content"), list)
+               for block in message["content"])
 
 
 def _blank_text(messages: list[Any]) -> str | None:
@@ -201,6 +226,11 @@ class FakeAnthropic(FakeUpstream):
             return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
         if (blank := _blank_text(body["messages"])) is not None:
             return json_response(error_body("invalid_request_error", blank), 400)
+        if (bad_id := _bad_tool_id(body["messages"])) is not None:
+            return json_response(error_body("invalid_request_error", bad_id), 400)
+        if not body.get("tools") and _holds_tool_blocks(body["messages"]):
+            # The vendor's rule (BerriAI/litellm's anthropic transformation adds a dummy tool for it).
+            return json_response(error_body("invalid_request_error", TOOL_BLOCKS_NEED_TOOLS), 400)
         return self._beta_refusal(request, body) or body
 
     async def _count_tokens(self, request: web.Request) -> web.Response:

@@ -17,7 +17,8 @@
   `signature` delta, and a `redactedContent` delta, as Bedrock sends them. Reasoning replayed in an
   assistant turn must be byte for byte what this fake issued (ValidationException otherwise).
 - A blank text block (empty or whitespace, anywhere: message, tool result, system) is refused
-  with a ValidationException, as Converse does.
+  with a ValidationException, as Converse does; so are toolUse or toolResult blocks without a toolConfig,
+  and tool ids outside the service model's ToolUseId shape.
 - Prompt caching: a body with a cachePoint reports `cacheWriteInputTokens` the first time its
   prompt (tools, system, messages) up to the last cache point is seen, `cacheReadInputTokens` after.
 - CountTokens (`/model/{modelId}/count-tokens`) takes a foundation model's id, not an inference
@@ -77,6 +78,26 @@ def exception(exception_type: str, message: str) -> bytes:
 
 _SERVICE = get_session().get_service_model("bedrock-runtime")
 _PROFILE = re.compile(r"^(us|us-gov|eu|apac|jp|au|ca|global)\.")  # a cross-region inference profile's prefix
+
+
+# ToolUseId's pattern and length in the service model, which botocore's ParamValidator leaves unchecked.
+_TOOL_USE_ID_SHAPE = _SERVICE.shape_for("ToolUseId").metadata  # {min: 1, max: 64, pattern: [a-zA-Z0-9_.:-]+}
+_TOOL_USE_ID = re.compile(_TOOL_USE_ID_SHAPE["pattern"])
+
+
+def _tool_blocks_problem(body: dict[str, Any]) -> str | None:
+    """Converse refuses toolUse and toolResult blocks in a request without a toolConfig (the message
+    as vxcontrol/pentagi#196 and patriceckhart/zot#18 report it)."""
+    blocks = [block.get("toolUse") or block.get("toolResult") for message in body["messages"]
+              for block in message["content"] if "toolUse" in block or "toolResult" in block]
+    for block in blocks:
+        if not _TOOL_USE_ID.fullmatch(block["toolUseId"]) or len(block["toolUseId"]) > _TOOL_USE_ID_SHAPE["max"]:
+            return (f"1 validation error detected: Value '{block['toolUseId']}' at 'toolUseId' failed to satisfy "
+                    f"constraint: Member must satisfy regular expression pattern: {_TOOL_USE_ID.pattern} and have "
+                    f"length less than or equal to {_TOOL_USE_ID_SHAPE['max']}")
+    if blocks and not body.get("toolConfig"):
+        return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+    return None
 
 
 def _blank_text(body: dict[str, Any]) -> str | None:
@@ -239,7 +260,7 @@ class FakeBedrock(FakeUpstream):
         report = ParamValidator().validate({"modelId": model_id, **body}, operation.input_shape)
         if report.has_errors():
             return aws_error(400, "ValidationException", report.generate_report())
-        if (problem := self._reasoning_problem(body) or _blank_text(body)) is not None:
+        if (problem := self._reasoning_problem(body) or _blank_text(body) or _tool_blocks_problem(body)) is not None:
             return aws_error(400, "ValidationException", problem)
         self.bodies.append(body)
         content, stop = self._answer(body)
