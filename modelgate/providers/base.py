@@ -386,7 +386,8 @@ def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:
     request is refused (maximhq/bifrost#5097). Such an id is replaced by its letters, digits, `_` and `-`
     and a hash of it (at most 53 characters): the same id always gets the same replacement, so calls and
     results still pair up on every later turn."""
-    if valid(call_id):
+    # The usual ids (`call_…`, `toolu_…`) pass the first test, several times faster than a pattern.
+    if (call_id.isascii() and call_id.isidentifier() and len(call_id) <= 64) or valid(call_id):
         return call_id
     digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
     return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:40]}_{digest}"
