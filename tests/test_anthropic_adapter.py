@@ -36,7 +36,7 @@ from modelgate.providers.anthropic_messages import (
     JSON_OBJECT_INSTRUCTION,
     AnthropicMessagesAdapter,
 )
-from modelgate.providers.base import Endpoint
+from modelgate.providers.base import OPENING_USER_TEXT, Endpoint
 from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply, error_body
 from tests.fakes.upstream_base import decode_stream, send
 
@@ -204,6 +204,16 @@ def test_tool_ids_of_other_providers_are_made_valid_and_still_pair_up():
     assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
     assert uses[2] == "toolu_01AbC-d_9"  # a valid id is sent as it is
     assert sent(ir(messages=history, tools=F_AND_G))["messages"] == body["messages"]  # the same on every turn
+
+
+@pytest.mark.parametrize("messages", [
+    [],  # a chat client's system prompt alone: the vendor refuses an empty conversation
+    [Message("assistant", [TextPart("Hi! How can I help?")]), Message("user", [TextPart("weather?")])],  # a greeting
+])
+def test_a_conversation_gets_a_user_turn_first(messages):
+    body = sent(ir(system=["be brief"], messages=messages))
+    assert body["messages"][0] == {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]}
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"][:len(messages) + 1]
 
 
 def test_native_request_only_replaces_the_model():

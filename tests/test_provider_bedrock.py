@@ -20,7 +20,7 @@ from modelgate.protocols.ir import (
     ToolChoice,
     ToolResult,
 )
-from modelgate.providers.base import Endpoint
+from modelgate.providers.base import OPENING_USER_TEXT, Endpoint
 from modelgate.providers.bedrock import BedrockAdapter, region_of
 from tests.fakes.bedrock_upstream import FakeBedrock, event_frame
 from tests.fakes.upstream_base import decode_stream, send
@@ -183,6 +183,20 @@ async def test_tool_ids_outside_converse_s_rule_are_made_valid_and_still_pair_up
     uses = [b["toolUse"]["toolUseId"] for b in sent[1]["content"]]
     assert uses == [b["toolResult"]["toolUseId"] for b in sent[2]["content"]]
     assert uses[0] == "functions.lookup:0" and len(set(uses)) == 3 and all(len(i) <= 64 for i in uses)
+
+
+@pytest.mark.parametrize("messages", [
+    [],  # a chat client's system prompt alone
+    [Message("assistant", [TextPart("Hi! How can I help?")]), user("weather?")],  # a chatbot's greeting first
+])
+async def test_a_conversation_gets_a_user_turn_first(fake, messages):
+    # "A conversation must start with a user message." (the fake refuses it, as Converse does)
+    status, _, _ = await send(adapter.build_request(ChatRequest("m", messages, system=["be brief"]), MODEL,
+                                                    endpoint(fake)))
+    assert status == 200
+    sent = fake.last.json()["messages"]
+    assert sent[0] == {"role": "user", "content": [{"text": OPENING_USER_TEXT}]}
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"][:len(messages) + 1]
 
 
 async def test_blank_texts_never_reach_converse(fake):

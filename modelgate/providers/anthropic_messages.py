@@ -58,6 +58,7 @@ from modelgate.protocols.messages import (
     usage_from_vendor,
 )
 from modelgate.providers.base import (
+    OPENING_USER_TEXT,
     Endpoint,
     UpstreamRequest,
     classify_by_status,
@@ -184,6 +185,8 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
             messages[-1]["content"].extend(blocks)
         else:
             messages.append({"role": role, "content": blocks})
+    if not messages or messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]})
 
     body: dict[str, Any] = {
         "model": upstream_model,

@@ -380,6 +380,13 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+# The user turn put first where an upstream needs one and the client sent none: a conversation that
+# opens with the assistant (a chatbot's greeting) or holds only a system prompt. OpenAI takes both;
+# Bedrock's Converse refuses them ("A conversation must start with a user message."), the Messages API
+# an empty conversation. The words are LiteLLM's and AutoGen's for the same purpose.
+OPENING_USER_TEXT = "Please continue."
+
+
 def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:
     """A tool-call id as an upstream with a rule for them (`valid`) takes it. Other providers' ids
     (Kimi's `functions.Bash:0`) reach it in replayed histories and after a failover, and the whole

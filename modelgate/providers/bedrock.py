@@ -60,6 +60,7 @@ from modelgate.protocols.ir import (
 from modelgate.protocols.messages import thinking_field
 from modelgate.protocols.sse import unreadable_event
 from modelgate.providers.base import (
+    OPENING_USER_TEXT,
     Endpoint,
     UpstreamRequest,
     classify_by_status,
@@ -213,6 +214,8 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
             messages[-1]["content"].extend(blocks)  # Converse wants roles to alternate
         else:
             messages.append({"role": role, "content": blocks})
+    if not messages or messages[0]["role"] != "user":
+        messages.insert(0, {"role": "user", "content": [{"text": OPENING_USER_TEXT}]})
     body: dict[str, Any] = {"messages": messages}
     if req.system:
         system: list[dict[str, Any]] = []
