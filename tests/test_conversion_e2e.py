@@ -13,6 +13,7 @@ from openai import AsyncOpenAI
 
 from tests.fakes.anthropic_upstream import API_KEY, Reply
 from tests.fakes.bedrock_upstream import FakeBedrock
+from tests.fakes.gemini_upstream import FakeGemini
 
 
 async def wire_messages_upstream(gateway, anthropic_upstream):
@@ -107,15 +108,18 @@ async def test_a_history_with_another_providers_tool_ids_reaches_a_messages_upst
     assert sent[1]["content"][0]["id"] == sent[2]["content"][0]["tool_use_id"] != "functions.lookup:0"
 
 
-async def test_a_system_prompt_alone_and_a_greeting_first_reach_claude_and_bedrock(gateway, anthropic_upstream):
+async def test_a_system_prompt_alone_and_a_greeting_first_reach_claude_bedrock_and_gemini(gateway,
+                                                                                          anthropic_upstream):
     # OpenAI answers a request holding only a system prompt, or opening with the assistant's greeting;
-    # the Messages API refuses an empty conversation, Converse both (the fakes refuse them likewise).
-    fake = await FakeBedrock().start()
+    # the Messages API and Gemini refuse an empty conversation, Converse both (the fakes likewise).
+    fake, gemini = await FakeBedrock().start(), await FakeGemini().start()
     try:
         claude = await wire_messages_upstream(gateway, anthropic_upstream)
         bedrock = await gateway.wire(fake.base_url, [fake.models[0]], kind="aws-bedrock",
                                      upstream_keys=(fake.api_key,), name="bedrock")
-        for wired, model in ((claude, "claude-haiku-4-5"), (bedrock, fake.models[0])):
+        google = await gateway.wire(gemini.base_url, ["gemini-2.5-flash"], kind="gemini",
+                                    upstream_keys=(gemini.api_key,), name="gemini")
+        for wired, model in ((claude, "claude-haiku-4-5"), (bedrock, fake.models[0]), (google, "gemini-2.5-flash")):
             api = openai_client(gateway, wired.key)
             for messages in ([{"role": "system", "content": "Greet the user as a pirate."}],
                              [{"role": "assistant", "content": "Ahoy! What be yer question?"},
@@ -124,6 +128,7 @@ async def test_a_system_prompt_alone_and_a_greeting_first_reach_claude_and_bedro
                 assert resp.choices[0].message.content
     finally:
         await fake.close()
+        await gemini.close()
 
 
 async def test_openai_sdk_plain_call_to_a_messages_upstream(gateway, anthropic_upstream):

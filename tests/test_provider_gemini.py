@@ -20,7 +20,7 @@ from modelgate.protocols.ir import (
     ToolChoice,
     ToolResult,
 )
-from modelgate.providers.base import Endpoint
+from modelgate.providers.base import OPENING_USER_TEXT, Endpoint
 from modelgate.providers.gemini import GeminiAdapter, gemini_schema
 from tests.fakes.gemini_upstream import FakeGemini, google_error
 from tests.fakes.upstream_base import decode_stream, send
@@ -51,6 +51,19 @@ def user(text: str) -> Message:
 
 
 adapter = GeminiAdapter()
+
+
+@pytest.mark.parametrize("messages", [
+    [],  # a chat client's system prompt alone: "contents is not specified" (the fake refuses it so)
+    [Message("assistant", [TextPart("Hi! How can I help?")]), user("weather?")],  # a greeting first
+])
+async def test_a_conversation_gets_a_user_turn_first(fake, messages):
+    status, _, _ = await send(adapter.build_request(ChatRequest("m", messages, system=["Be brief."]),
+                                                    "gemini-2.5-flash", endpoint(fake)))
+    assert status == 200
+    contents = fake.last.json()["contents"]
+    assert contents[0] == {"role": "user", "parts": [{"text": OPENING_USER_TEXT}]}
+    assert [c["role"] for c in contents] == ["user", "model", "user"][:len(messages) + 1]
 
 
 async def test_plain_request_and_response(fake):

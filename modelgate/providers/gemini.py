@@ -53,6 +53,7 @@ from modelgate.protocols.ir import (
     token_count,
 )
 from modelgate.providers.base import (
+    OPENING_USER_TEXT,
     Endpoint,
     UpstreamRequest,
     classify_by_status,
@@ -245,6 +246,9 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
             contents[-1]["parts"].extend(parts)  # Gemini wants turns to alternate
         else:
             contents.append({"role": role, "parts": parts})
+    if not contents or contents[0]["role"] != "user":
+        # Gemini refuses empty contents ("contents is not specified"); Google's SDKs want a user turn first.
+        contents.insert(0, {"role": "user", "parts": [{"text": OPENING_USER_TEXT}]})
     return contents
 
 
