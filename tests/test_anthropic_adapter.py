@@ -101,7 +101,8 @@ def test_full_request_mapping():
     assert body["system"] == [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]
     assert body["max_tokens"] == 50
     assert body["temperature"] == 1.0  # clamped to the vendor's range
-    assert (body["top_p"], body["top_k"], body["stop_sequences"]) == (0.5, 4, ["X"])
+    assert "top_p" not in body  # Claude from Sonnet 4.5 on takes one of the two (the next test)
+    assert (body["top_k"], body["stop_sequences"]) == (4, ["X"])
     assert body["metadata"] == {"user_id": "u"} and body["stream"] is True
     assert body["tools"] == [
         {"name": "f", "description": "does f", "input_schema": {"type": "object", "properties": {"a": {"type": "string"}}}},
@@ -110,6 +111,14 @@ def test_full_request_mapping():
     assert body["tool_choice"] == {"type": "any", "disable_parallel_tool_use": True}
     for dropped in ("seed", "frequency_penalty", "presence_penalty", "response_format", "user"):
         assert dropped not in body
+
+
+def test_temperature_or_top_p_not_both():
+    # "`temperature` and `top_p` cannot both be specified for this model" (Claude from Sonnet 4.5,
+    # Haiku 4.5 and Opus 4.1 on; the fake refuses both for them): the temperature is kept.
+    assert {k: v for k, v in sent(ir(temperature=0.3, top_p=0.9)).items() if k in ("temperature", "top_p")} == {
+        "temperature": 0.3}
+    assert sent(ir(top_p=0.9))["top_p"] == 0.9
 
 
 @pytest.mark.parametrize(
@@ -535,10 +544,13 @@ def ir_request(draw):
              for n in draw(st.lists(ident, min_size=1, max_size=3, unique=True))]
     choice = draw(st.sampled_from([None, ToolChoice("auto"), ToolChoice("none"), ToolChoice("required"),
                                    ToolChoice("tool", tools[0].name), ToolChoice("auto", parallel=False)]))
+    # A temperature or a top_p: the vendor's current models take one of them, and top_p beside a
+    # temperature is left out (test_temperature_or_top_p_not_both).
+    temperature = draw(st.one_of(st.none(), st.floats(0, 1)))
+    top_p = draw(st.one_of(st.none(), st.floats(0, 1))) if temperature is None else None
     return ChatRequest(
         model="claude-x", messages=messages, system=draw(st.lists(text, max_size=2)),
-        max_tokens=draw(st.integers(1, 9999)), temperature=draw(st.one_of(st.none(), st.floats(0, 1))),
-        top_p=draw(st.one_of(st.none(), st.floats(0, 1))), top_k=draw(st.one_of(st.none(), st.integers(1, 50))),
+        max_tokens=draw(st.integers(1, 9999)), temperature=temperature, top_p=top_p, top_k=draw(st.one_of(st.none(), st.integers(1, 50))),
         stop=draw(st.lists(text, max_size=3)), tools=tools, tool_choice=choice,
         user=draw(st.one_of(st.none(), text)), stream=draw(st.booleans()),
     )

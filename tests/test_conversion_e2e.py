@@ -131,6 +131,22 @@ async def test_a_system_prompt_alone_and_a_greeting_first_reach_claude_bedrock_a
         await gemini.close()
 
 
+async def test_temperature_with_top_p_reaches_claude_through_anthropic_and_bedrock(gateway, anthropic_upstream):
+    # Chat clients (Open WebUI, LobeChat) send both; Claude from Sonnet 4.5 on takes one of them.
+    model = "anthropic.claude-sonnet-4-5-20250929-v1:0"
+    fake = await FakeBedrock(models=(model,)).start()
+    try:
+        claude = await wire_messages_upstream(gateway, anthropic_upstream)
+        bedrock = await gateway.wire(fake.base_url, [model], kind="aws-bedrock", upstream_keys=(fake.api_key,),
+                                     name="bedrock")
+        for wired, name in ((claude, "claude-haiku-4-5"), (bedrock, model)):
+            resp = await openai_client(gateway, wired.key).chat.completions.create(
+                model=name, max_tokens=64, temperature=0.7, top_p=0.9, messages=[{"role": "user", "content": "hi"}])
+            assert resp.choices[0].message.content == "Echo: hi"
+    finally:
+        await fake.close()
+
+
 async def test_openai_sdk_plain_call_to_a_messages_upstream(gateway, anthropic_upstream):
     wired = await wire_messages_upstream(gateway, anthropic_upstream)
     resp = await openai_client(gateway, wired.key).chat.completions.create(

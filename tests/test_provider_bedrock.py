@@ -57,7 +57,8 @@ async def test_signed_converse_request(fake):
     sent = fake.last.json()
     assert sent == {"messages": [{"role": "user", "content": [{"text": "hello bedrock"}]}],
                     "system": [{"text": "sys"}],
-                    "inferenceConfig": {"maxTokens": 99, "temperature": 0.4, "topP": 0.7, "stopSequences": ["END"]},
+                    # topP left out beside a temperature: Claude takes one of them (a test below)
+                    "inferenceConfig": {"maxTokens": 99, "temperature": 0.4, "stopSequences": ["END"]},
                     # Claude's own top_k, which Converse has no field for
                     "additionalModelRequestFields": {"top_k": 5}}
     resp = adapter.parse_response(body)
@@ -197,6 +198,22 @@ async def test_a_conversation_gets_a_user_turn_first(fake, messages):
     sent = fake.last.json()["messages"]
     assert sent[0] == {"role": "user", "content": [{"text": OPENING_USER_TEXT}]}
     assert [m["role"] for m in sent] == ["user", "assistant", "user"][:len(messages) + 1]
+
+
+@pytest.mark.parametrize("model, kept", [("anthropic.claude-sonnet-4-5-20250929-v1:0", {"temperature": 0.3}),
+                                         ("meta.llama3-3-70b-instruct-v1:0", {"temperature": 0.3, "topP": 0.9})])
+async def test_claude_gets_temperature_or_top_p_not_both(model, kept):
+    # Claude from Sonnet 4.5 on refuses both (the fake relays its refusal as Converse does); other
+    # families take both.
+    fake = await FakeBedrock(models=(model,)).start()
+    try:
+        status, _, _ = await send(adapter.build_request(ChatRequest("m", [user("hi")], temperature=0.3, top_p=0.9),
+                                                        model, endpoint(fake)))
+        assert status == 200
+        config = fake.last.json()["inferenceConfig"]
+        assert {k: v for k, v in config.items() if k in ("temperature", "topP")} == kept
+    finally:
+        await fake.close()
 
 
 async def test_blank_texts_never_reach_converse(fake):

@@ -204,7 +204,9 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         body["system"] = system
     if req.temperature is not None:
         body["temperature"] = min(1.0, max(0.0, req.temperature))
-    if req.top_p is not None:
+    if req.top_p is not None and req.temperature is None:
+        # Claude from Sonnet 4.5, Haiku 4.5 and Opus 4.1 on refuses both ("`temperature` and `top_p`
+        # cannot both be specified for this model"); chat clients (Open WebUI, LobeChat) send both.
         body["top_p"] = req.top_p
     if req.top_k is not None:
         body["top_k"] = req.top_k

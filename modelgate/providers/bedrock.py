@@ -228,7 +228,9 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
         if system:
             body["system"] = system
     inference: dict[str, Any] = {}
-    for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
+    # Claude from Sonnet 4.5 on refuses temperature with topP (anthropic_messages.messages_body).
+    top_p = None if claude and req.temperature is not None else req.top_p
+    for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", top_p)):
         if value is not None:
             inference[key] = value
     if req.stop:

@@ -102,6 +102,10 @@ def _text_of(content: Any) -> str:
     return " ".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
 
 
+# Models that take temperature or top_p, not both (the vendor's models overview: from Sonnet 4.5, Haiku
+# 4.5 and Opus 4.1 on), and the vendor's message (open-webui/open-webui#17922, BerriAI/litellm#15097).
+ONE_SAMPLING_KNOB = re.compile(r"claude-(sonnet-4-[5-9]|haiku-4-[5-9]|opus-4-[1-9]|(sonnet|haiku|opus)-[5-9])")
+BOTH_KNOBS = "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
 TOOL_BLOCKS_NEED_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
 # The vendor's rule for tool ids, with its message (maximhq/bifrost#5097, CommandCodeAI/command-code#323).
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -254,6 +258,8 @@ class FakeAnthropic(FakeUpstream):
             return json_response(
                 error_body("invalid_request_error", "tool_choice may only be specified while providing tools"), 400
             )
+        if "temperature" in body and "top_p" in body and ONE_SAMPLING_KNOB.search(body["model"]):
+            return json_response(error_body("invalid_request_error", BOTH_KNOBS), 400)
         if self._replies:
             reply = self._replies.popleft()
         else:

@@ -43,6 +43,7 @@ from botocore.credentials import Credentials
 from botocore.session import get_session
 from botocore.validate import ParamValidator
 
+from tests.fakes.anthropic_upstream import BOTH_KNOBS, ONE_SAMPLING_KNOB
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 
@@ -262,6 +263,10 @@ class FakeBedrock(FakeUpstream):
             return aws_error(400, "ValidationException", report.generate_report())
         if (problem := self._reasoning_problem(body) or _blank_text(body) or _tool_blocks_problem(body)) is not None:
             return aws_error(400, "ValidationException", problem)
+        inference = body.get("inferenceConfig") or {}
+        if "temperature" in inference and "topP" in inference and ONE_SAMPLING_KNOB.search(model_id):
+            # How Converse relays Claude's refusal (skydiscover-ai/skydiscover#15).
+            return aws_error(400, "ValidationException", f"The model returned the following errors: {BOTH_KNOBS}")
         self.bodies.append(body)
         content, stop = self._answer(body)
         content = self._thinking(body) + content
