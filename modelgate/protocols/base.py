@@ -10,7 +10,7 @@ only reads usage from the upstream answer (`native_usage`, `native_stream_tap`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from typing import Any, Mapping, Protocol, TypeGuard
 
 from modelgate.errors import ClientProtocol
 from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent, Usage
@@ -133,3 +133,12 @@ def bearer_token(headers: Headers) -> bytes | None:
     if value and value[:7].lower() == b"bearer ":
         return value[7:].strip()
     return None
+
+
+# JSON value tests of the codecs' validation: in JSON a boolean is neither an integer nor a number.
+def is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelgate.errors import invalid_request
+from modelgate.protocols.base import is_int, is_number
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -25,7 +26,7 @@ def validate(body: Any) -> tuple[str, bool]:
         _validate_message(index, message)
     for name in ("max_tokens", "max_completion_tokens"):
         value = body.get(name)
-        if value is not None and (not _is_int(value) or value < 1):
+        if value is not None and (not is_int(value) or value < 1):
             raise invalid_request(f"'{name}' must be a positive integer")
     _check_number(body, "temperature", 0, 2)
     _check_number(body, "top_p", 0, 1)
@@ -44,7 +45,7 @@ def validate(body: Any) -> tuple[str, bool]:
         ):
             raise invalid_request("'response_format' must be {type: 'json_object'} (or 'text', 'json_schema')")
     seed = body.get("seed")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise invalid_request("'seed' must be an integer")
     tool_names: set[str] = set()
     if body.get("tools") is not None:
@@ -65,24 +66,18 @@ def validate(body: Any) -> tuple[str, bool]:
     if options is not None and not isinstance(options, dict):
         raise invalid_request("'stream_options' must be an object")
     n = body.get("n")
-    if n is not None and (not _is_int(n) or n < 1):
+    if n is not None and (not is_int(n) or n < 1):
         raise invalid_request("'n' must be a positive integer")
     return model, stream
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, _NUMBER) and not isinstance(value, bool)
 
 
 def _check_number(body: dict[str, Any], name: str, low: float, high: float) -> None:
     value = body.get(name)
     if value is None:
         return
-    if not _is_number(value) or not low <= value <= high:
+    if not is_number(value) or not low <= value <= high:
         raise invalid_request(f"'{name}' must be a number between {low:g} and {high:g}")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from modelgate import errors
+from modelgate.protocols.base import is_int
 from modelgate.protocols.ir import (
     ChatRequest,
     ImagePart,
@@ -21,7 +22,7 @@ from modelgate.protocols.ir import (
     ToolChoice,
     ToolResult,
 )
-from modelgate.protocols.messages.validate import is_custom_tool, is_int
+from modelgate.protocols.messages.validate import is_custom_tool
 from modelgate.protocols.messages.wire import cache_mark
 
 

@@ -3,10 +3,10 @@ each refusal names the field, in the spec's 7.2 shape."""
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
 from modelgate import errors
-from modelgate.protocols.base import Headers
+from modelgate.protocols.base import Headers, is_int, is_number
 from modelgate.protocols.messages.wire import (
     ALT_VERSION,
     MID_CONVERSATION_SYSTEM_BETA,
@@ -22,12 +22,6 @@ def _bad(message: str) -> errors.GatewayError:
     return errors.invalid_request(message)
 
 
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def is_int(v: Any) -> TypeGuard[int]:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _check_str(obj: dict[str, Any], key: str, where: str) -> None:
@@ -199,7 +193,7 @@ def _check_common(body: dict[str, Any]) -> bool:
     _check_system(body.get("system"))
     for key in ("temperature", "top_p"):  # both 0 ... 1 in the vendor's API reference
         value = body.get(key)
-        if value is not None and (not _is_number(value) or not 0 <= value <= 1):
+        if value is not None and (not is_number(value) or not 0 <= value <= 1):
             raise _bad(f"{key}: must be a number between 0 and 1")
     if body.get("top_k") is not None and not is_int(body["top_k"]):
         raise _bad("top_k: must be an integer")

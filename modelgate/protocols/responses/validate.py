@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelgate.errors import invalid_request
+from modelgate.protocols.base import is_int, is_number
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text")
@@ -15,17 +16,11 @@ _SUMMARIES = ("auto", "concise", "detailed")
 STATEFUL_FIELDS = ("previous_response_id", "conversation", "prompt")
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _check_range(body: dict[str, Any], name: str, low: float, high: float) -> None:
     value = body.get(name)
-    if value is not None and (not _is_number(value) or not low <= value <= high):
+    if value is not None and (not is_number(value) or not low <= value <= high):
         raise invalid_request(f"'{name}' must be a number between {low:g} and {high:g}")
 
 
@@ -158,7 +153,7 @@ def validate(body: Any) -> tuple[str, bool]:
     if body.get("tool_choice") is not None:
         _check_tool_choice(body["tool_choice"])
     max_tokens = body.get("max_output_tokens")
-    if max_tokens is not None and (not _is_int(max_tokens) or max_tokens < 1):
+    if max_tokens is not None and (not is_int(max_tokens) or max_tokens < 1):
         raise invalid_request("'max_output_tokens' must be a positive integer")
     _check_range(body, "temperature", 0, 2)
     _check_range(body, "top_p", 0, 1)
