@@ -62,8 +62,8 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
-    tool_id_for,
     retry_after_seconds,
+    tool_id_for,
 )
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"

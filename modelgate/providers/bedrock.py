@@ -64,8 +64,8 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
-    tool_id_for,
     retry_after_seconds,
+    tool_id_for,
 )
 from modelgate.providers.credentials import AwsChain, source_for
 
