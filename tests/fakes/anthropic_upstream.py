@@ -21,7 +21,8 @@ Scripting: `reply_next(Reply(...))` queues canned answers; `fail_next(...)`
 `cut_stream = True` drops `message_delta` and `message_stop` from streams.
 
 Refusals beyond the field checks, as the vendor's: empty or blank text blocks, tool ids outside
-`^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools.
+`^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools,
+temperature with top_p on the models that take one of them.
 """
 
 from __future__ import annotations

@@ -87,8 +87,8 @@ _TOOL_USE_ID = re.compile(_TOOL_USE_ID_SHAPE["pattern"])
 
 
 def _tool_blocks_problem(body: dict[str, Any]) -> str | None:
-    """Converse refuses toolUse and toolResult blocks in a request without a toolConfig (the message
-    as vxcontrol/pentagi#196 and patriceckhart/zot#18 report it)."""
+    """Converse refuses a tool id outside its ToolUseId shape, and toolUse and toolResult blocks in a
+    request without a toolConfig (the message as vxcontrol/pentagi#196 and patriceckhart/zot#18 report it)."""
     blocks = [block.get("toolUse") or block.get("toolResult") for message in body["messages"]
               for block in message["content"] if "toolUse" in block or "toolResult" in block]
     for block in blocks:
