@@ -113,6 +113,12 @@ def test_full_request_mapping():
         assert dropped not in body
 
 
+def test_blank_stop_sequences_are_left_out():
+    # Chat clients stop at "\n"; the vendor refuses an empty or whitespace-only stop sequence (the fake too).
+    assert sent(ir(stop=["\n", "", "END", " \t"]))["stop_sequences"] == ["END"]
+    assert "stop_sequences" not in sent(ir(stop=["\n"]))
+
+
 def test_temperature_or_top_p_not_both():
     # "`temperature` and `top_p` cannot both be specified for this model" (Claude from Sonnet 4.5,
     # Haiku 4.5 and Opus 4.1 on; the fake refuses both for them): the temperature is kept.

@@ -71,8 +71,9 @@ async def test_a_tool_less_call_after_a_tool_loop_reaches_a_messages_upstream(ga
     assert sent["messages"][1:] == [
         {"role": "assistant", "content": [
             {"type": "text", "text": '[tool call call_1: lookup, arguments {"word": "gateway"}]'}]},
-        {"role": "user", "content": [{"type": "text", "text": "[result of tool call call_1]\na server in front of others"},
-                                     {"type": "text", "text": "now sum it up"}]}]
+        {"role": "user", "content": [
+            {"type": "text", "text": "[result of tool call call_1]\na server in front of others"},
+            {"type": "text", "text": "now sum it up"}]}]
 
 
 async def test_a_tool_less_call_after_a_tool_loop_reaches_bedrock(gateway):
@@ -131,8 +132,9 @@ async def test_a_system_prompt_alone_and_a_greeting_first_reach_claude_bedrock_a
         await gemini.close()
 
 
-async def test_temperature_with_top_p_reaches_claude_through_anthropic_and_bedrock(gateway, anthropic_upstream):
-    # Chat clients (Open WebUI, LobeChat) send both; Claude from Sonnet 4.5 on takes one of them.
+async def test_chat_clients_sampling_settings_reach_claude_through_anthropic_and_bedrock(gateway, anthropic_upstream):
+    # Chat clients (Open WebUI, LobeChat) send temperature with top_p, which Claude from Sonnet 4.5 on
+    # refuses, and line-wise stops, which Claude refuses when only whitespace.
     model = "anthropic.claude-sonnet-4-5-20250929-v1:0"
     fake = await FakeBedrock(models=(model,)).start()
     try:
@@ -142,6 +144,10 @@ async def test_temperature_with_top_p_reaches_claude_through_anthropic_and_bedro
         for wired, name in ((claude, "claude-haiku-4-5"), (bedrock, model)):
             resp = await openai_client(gateway, wired.key).chat.completions.create(
                 model=name, max_tokens=64, temperature=0.7, top_p=0.9, messages=[{"role": "user", "content": "hi"}])
+            assert resp.choices[0].message.content == "Echo: hi"
+            # a line-wise stop, which the vendor refuses (a whitespace-only stop sequence)
+            resp = await openai_client(gateway, wired.key).chat.completions.create(
+                model=name, max_tokens=64, stop=["\n"], messages=[{"role": "user", "content": "hi"}])
             assert resp.choices[0].message.content == "Echo: hi"
     finally:
         await fake.close()

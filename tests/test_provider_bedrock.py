@@ -21,7 +21,7 @@ from modelgate.protocols.ir import (
     ToolResult,
 )
 from modelgate.providers.base import OPENING_USER_TEXT, Endpoint
-from modelgate.providers.bedrock import BedrockAdapter, region_of
+from modelgate.providers.bedrock import BedrockAdapter, build_body, region_of
 from tests.fakes.bedrock_upstream import FakeBedrock, event_frame
 from tests.fakes.upstream_base import decode_stream, send
 
@@ -214,6 +214,14 @@ async def test_claude_gets_temperature_or_top_p_not_both(model, kept):
         assert {k: v for k, v in config.items() if k in ("temperature", "topP")} == kept
     finally:
         await fake.close()
+
+
+def test_claude_gets_no_blank_stop_sequences():
+    # Claude refuses an empty or whitespace-only stop sequence (anthropic_messages.claude_stops); other
+    # families keep theirs.
+    req = ChatRequest("m", [user("hi")], stop=["\n", "END"])
+    assert build_body(req, MODEL)["inferenceConfig"]["stopSequences"] == ["END"]
+    assert build_body(req, "meta.llama3-3-70b-instruct-v1:0")["inferenceConfig"]["stopSequences"] == ["\n", "END"]
 
 
 async def test_blank_texts_never_reach_converse(fake):

@@ -170,6 +170,12 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
+def claude_stops(stop: list[str]) -> list[str]:
+    """The stop sequences Claude takes: it refuses an empty or whitespace-only one ("stop_sequences: each
+    stop sequence must contain non-whitespace", BerriAI/litellm#3286), which chat clients send (`\\n`)."""
+    return [s for s in stop if s and not s.isspace()]
+
+
 def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     """The vendor request body for an IR request."""
     if not req.tools:
@@ -210,8 +216,8 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         body["top_p"] = req.top_p
     if req.top_k is not None:
         body["top_k"] = req.top_k
-    if req.stop:
-        body["stop_sequences"] = list(req.stop)
+    if stops := claude_stops(req.stop):
+        body["stop_sequences"] = stops
     if req.tools:
         body["tools"] = [
             _cached({

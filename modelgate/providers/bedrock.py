@@ -59,6 +59,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.protocols.messages import thinking_field
 from modelgate.protocols.sse import unreadable_event
+from modelgate.providers.anthropic_messages import claude_stops
 from modelgate.providers.base import (
     OPENING_USER_TEXT,
     Endpoint,
@@ -233,8 +234,8 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", top_p)):
         if value is not None:
             inference[key] = value
-    if req.stop:
-        inference["stopSequences"] = req.stop
+    if stops := (claude_stops(req.stop) if claude else req.stop):
+        inference["stopSequences"] = stops
     if inference:
         body["inferenceConfig"] = inference
     additional: dict[str, Any] = dict(extra_fields or {})

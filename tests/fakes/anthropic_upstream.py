@@ -22,7 +22,7 @@ Scripting: `reply_next(Reply(...))` queues canned answers; `fail_next(...)`
 
 Refusals beyond the field checks, as the vendor's: empty or blank text blocks, tool ids outside
 `^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools,
-temperature with top_p on the models that take one of them.
+temperature with top_p on the models that take one of them, an empty or whitespace-only stop sequence.
 """
 
 from __future__ import annotations
@@ -261,6 +261,11 @@ class FakeAnthropic(FakeUpstream):
             )
         if "temperature" in body and "top_p" in body and ONE_SAMPLING_KNOB.search(body["model"]):
             return json_response(error_body("invalid_request_error", BOTH_KNOBS), 400)
+        for stop in body.get("stop_sequences") or ():
+            # The vendor's words for each (mcp-web-ui#5, BerriAI/litellm#3286).
+            if not stop or stop.isspace():
+                return json_response(error_body("invalid_request_error", "stop_sequences: each stop sequence must be "
+                                                + ("non-empty" if not stop else "contain non-whitespace")), 400)
         if self._replies:
             reply = self._replies.popleft()
         else:
