@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol, TypeGuard
 
-from modelgate.errors import ClientProtocol
+from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent, Usage
 
 Headers = Mapping[bytes, bytes]  # request headers, lower-case names
@@ -142,3 +142,14 @@ def is_int(value: Any) -> TypeGuard[int]:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def requested_model(body: Any) -> str:
+    """The model a chat or Responses request names; their 7.2 errors for a body that is not an
+    object or names none."""
+    if not isinstance(body, dict):
+        raise invalid_request("The request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise invalid_request("'model' is required and must be a non-empty string")
+    return model

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelgate.errors import invalid_request
-from modelgate.protocols.base import is_int, is_number
+from modelgate.protocols.base import is_int, is_number, requested_model
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -14,11 +14,7 @@ _NUMBER = (int, float)
 
 def validate(body: Any) -> tuple[str, bool]:
     """(model, stream) of a valid request; a bare tool name in `tool_choice` is rewritten to the object form."""
-    if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid_request("'model' is required and must be a non-empty string")
+    model = requested_model(body)
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise invalid_request("'messages' is required and must be a non-empty array")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelgate.errors import invalid_request
-from modelgate.protocols.base import is_int, is_number
+from modelgate.protocols.base import is_int, is_number, requested_model
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text")
@@ -131,11 +131,7 @@ def _check_reasoning(reasoning: Any) -> None:
 
 
 def validate(body: Any) -> tuple[str, bool]:
-    if not isinstance(body, dict):
-        raise invalid_request("The request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise invalid_request("'model' is required and must be a non-empty string")
+    model = requested_model(body)
     items = body.get("input")
     if items is None:
         if not any(body.get(name) for name in STATEFUL_FIELDS):
