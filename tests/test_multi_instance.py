@@ -44,6 +44,16 @@ async def post(instance: GatewayHarness, key: str) -> httpx.Response:
                                json={"model": "gpt-test", "messages": [{"role": "user", "content": "hi"}]})
 
 
+async def until_status(instance: GatewayHarness, key: str, status: int, failure: str, pause: float = 0.05) -> None:
+    """Calls `instance` until it answers `status` (what other instances changed reaches it by pub/sub
+    or its poll), or fails the test with `failure` after 100 tries."""
+    for _ in range(100):
+        if (await post(instance, key)).status_code == status:
+            return
+        await asyncio.sleep(pause)
+    pytest.fail(failure)
+
+
 async def test_token_bucket_is_shared_between_instances(pair, openai_upstream):
     first, second = pair
     wired = await first.wire(openai_upstream.base_url, ["gpt-test"], rate_capacity=3, rate_refill=0.001)
@@ -55,20 +65,11 @@ async def test_token_bucket_is_shared_between_instances(pair, openai_upstream):
 async def test_configuration_change_reaches_the_other_instance_through_redis(pair, openai_upstream):
     first, second = pair
     wired = await first.wire(openai_upstream.base_url, ["gpt-test"])
-    for _ in range(100):  # the new key reaches the second instance by pub/sub, not by its 600 s timer
-        if (await post(second, wired.key)).status_code == 200:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("the second instance never saw the new key")
+    # the new key reaches the second instance by pub/sub, not by its 600 s timer
+    await until_status(second, wired.key, 200, "the second instance never saw the new key")
     keys = await first.services.api_keys.list()
     await first.services.api_keys.disable(keys[0].id)
-    for _ in range(100):
-        if (await post(second, wired.key)).status_code == 401:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        pytest.fail("the second instance kept accepting a disabled key")
+    await until_status(second, wired.key, 401, "the second instance kept accepting a disabled key")
 
 
 
@@ -87,20 +88,10 @@ async def test_forced_recovery_reaches_every_instance(tmp_path, redis_available,
         for _ in range(settings.gateway.breaker.consecutive_failures):
             assert (await post(first, wired.key)).status_code == 502
         for instance in (first, second):  # one breaker for the deployment
-            for _ in range(100):
-                if (await post(instance, wired.key)).status_code == 503:
-                    break
-                await asyncio.sleep(0.02)
-            else:
-                pytest.fail("the breaker is not open on every instance")
+            await until_status(instance, wired.key, 503, "the breaker is not open on every instance", pause=0.02)
         await first.services.breakers.request_recovery(wired.channel_ids[0], actor="ops")
         for instance in (second, first):  # each applies it through the recorded event, when its poll comes
-            for _ in range(100):
-                if (await post(instance, wired.key)).status_code == 200:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("an instance's breaker stayed open")
+            await until_status(instance, wired.key, 200, "an instance's breaker stayed open")
     finally:
         await second.stop()
         await first.stop()
