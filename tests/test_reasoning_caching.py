@@ -48,7 +48,7 @@ from tests.fakes.upstream_base import decode_stream
 from tests.sdk_check import typed_dict_problems
 from tests.test_provider_sdk_validation import body as adapter_body
 
-CLAUDE = "anthropic.claude-3-5-haiku-20241022-v1:0"
+CLAUDE = "anthropic.claude-sonnet-4-5-20250929-v1:0"  # a Claude that thinks (from 3.7 on)
 _CONVERSE = botocore.session.get_session().get_service_model("bedrock-runtime")
 
 
@@ -297,11 +297,13 @@ def test_two_redacted_blocks_in_a_row_stay_two_blocks():
     ({"type": "disabled"}, {"type": "disabled"}),
 ])
 def test_messages_thinking_reaches_bedrock_claude_natively(thinking, expected):
+    # Claude 4.6 takes every kind of thinking request (test_claude_generations: the others)
+    model = "anthropic.claude-sonnet-4-6"
     ir = messages.to_ir(agent_request(thinking=thinking))
     options = {"additional_model_request_fields": {"thinking": {"type": "enabled", "budget_tokens": 1024}}}
-    sent = adapter_body("aws-bedrock", ir, model=CLAUDE, key="AKID:secret", options=options)
+    sent = adapter_body("aws-bedrock", ir, model=model, key="AKID:secret", options=options)
     assert sent["additionalModelRequestFields"]["thinking"] == expected  # the client's request wins
-    assert converse_problems(sent) == ""
+    assert converse_problems(sent, model) == ""
 
 
 def test_without_a_client_request_the_provider_option_thinking_stays():
@@ -421,7 +423,7 @@ def test_every_messages_stop_reason_of_the_vendor_sdk_is_mapped():
 
 @pytest.fixture
 async def fake_bedrock():
-    fake = await FakeBedrock().start()
+    fake = await FakeBedrock(models=(CLAUDE,)).start()
     yield fake
     await fake.close()
 

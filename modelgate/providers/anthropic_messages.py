@@ -11,8 +11,8 @@ Mapping notes (the full table is docs/conversion.md):
   (tool_result blocks in their original order); consecutive turns of one role merge.
 - JSON mode (`response_format`) has no vendor field: it becomes an instruction
   appended to the system prompt (with the schema for `json_schema`).
-- temperature is clamped to the vendor's range [0, 1]; seed, frequency and
-  presence penalties are dropped.
+- sampling settings, thinking and tool choice go as the model's generation takes
+  them (providers/claude.py); seed, frequency and presence penalties are dropped.
 - Thinking parts without a signature (reasoning from another provider) and empty
   text parts are dropped: the vendor rejects both.
 """
@@ -53,10 +53,10 @@ from modelgate.protocols.messages import (
     NATIVE_WIRE,
     STOP_FROM_VENDOR,
     cache_control,
-    thinking_field,
     tool_input,
     usage_from_vendor,
 )
+from modelgate.providers import claude
 from modelgate.providers.base import (
     OPENING_USER_TEXT,
     Endpoint,
@@ -170,14 +170,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def claude_stops(stop: list[str]) -> list[str]:
-    """The stop sequences Claude takes: it refuses an empty or whitespace-only one ("stop_sequences: each
-    stop sequence must contain non-whitespace", BerriAI/litellm#3286), which chat clients send (`\\n`)."""
-    return [s for s in stop if s and not s.isspace()]
-
-
 def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     """The vendor request body for an IR request."""
+    req, thinking_fields = claude.shaped(req, upstream_model, DEFAULT_MAX_TOKENS)
     if not req.tools:
         # "Requests which include `tool_use` or `tool_result` blocks must define tools."
         req = req.with_tool_turns_as_text()
@@ -208,15 +203,10 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         body["system"] = system[0]["text"]
     elif system:
         body["system"] = system
-    if req.temperature is not None:
-        body["temperature"] = min(1.0, max(0.0, req.temperature))
-    if req.top_p is not None and req.temperature is None:
-        # Claude from Sonnet 4.5, Haiku 4.5 and Opus 4.1 on refuses both ("`temperature` and `top_p`
-        # cannot both be specified for this model"); chat clients (Open WebUI, LobeChat) send both.
-        body["top_p"] = req.top_p
-    if req.top_k is not None:
-        body["top_k"] = req.top_k
-    if stops := claude_stops(req.stop):
+    for name in ("temperature", "top_p", "top_k"):  # as the model takes them (claude.shaped)
+        if (value := getattr(req, name)) is not None:
+            body[name] = value
+    if stops := claude.claude_stops(req.stop):
         body["stop_sequences"] = stops
     if req.tools:
         body["tools"] = [
@@ -229,8 +219,7 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         ]
         if req.tool_choice is not None:
             body["tool_choice"] = _tool_choice(req)
-    if (thinking := thinking_field(req.thinking_budget)) is not None:
-        body["thinking"] = thinking
+    body.update(thinking_fields)
     if req.user:
         body["metadata"] = {"user_id": req.user}
     if req.stream:

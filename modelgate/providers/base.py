@@ -387,6 +387,12 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 OPENING_USER_TEXT = "Please continue."
 
 
+# Google's own mapping of OpenAI reasoning efforts to thinking budgets (its OpenAI-compatible endpoint,
+# https://ai.google.dev/gemini-api/docs/openai): none turns thinking off. Claude's budgets use it too; its
+# steps are the ones the messages codec reads a budget's effort by (under 4,096 low, under 16,384 medium).
+EFFORT_BUDGET = {"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
+
+
 def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:
     """A tool-call id as an upstream with a rule for them (`valid`) takes it. Other providers' ids
     (Kimi's `functions.Bash:0`) reach it in replayed histories and after a failover, and the whole

@@ -16,9 +16,9 @@ host, else us-east-1.
 
 Mapping notes: images must be inline (Converse takes bytes or S3, not
 URLs); seed, penalties and JSON mode have no Converse field and are dropped;
-top_k and a messages client's `thinking` go to Claude models in
-additionalModelRequestFields (other families drop them), over
-`options.additional_model_request_fields`; Claude's reasoning is replayed byte for byte
+Claude models get sampling, thinking and tool choice as their generation takes them
+(providers/claude.py), top_k, `thinking` and `output_config` in additionalModelRequestFields
+(other families drop them), over `options.additional_model_request_fields`; Claude's reasoning is replayed byte for byte
 (`reasoningContent`) and cache marks become `cachePoint` blocks for Claude models; tool_choice `none` sends
 no tools (Converse has no such choice). A request that offers no tools gets its history's tool calls and
 results as text, since Converse refuses tool blocks without a toolConfig.
@@ -57,9 +57,9 @@ from modelgate.protocols.ir import (
     token_count,
     vendor_signature,
 )
-from modelgate.protocols.messages import thinking_field
 from modelgate.protocols.sse import unreadable_event
-from modelgate.providers.anthropic_messages import claude_stops
+from modelgate.providers import claude
+from modelgate.providers.anthropic_messages import DEFAULT_MAX_TOKENS
 from modelgate.providers.base import (
     OPENING_USER_TEXT,
     Endpoint,
@@ -199,15 +199,18 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
                ) -> dict[str, Any]:
     """`extra_fields`: the provider record's `additional_model_request_fields` (e.g. Claude's
     `thinking`), sent as Converse's additionalModelRequestFields."""
+    claude_model = "anthropic." in model
+    thinking_fields: dict[str, Any] = {}
+    if claude_model:
+        req, thinking_fields = claude.shaped(req, model, DEFAULT_MAX_TOKENS)
     choice = req.tool_choice
     offers_tools = bool(req.tools) and (choice is None or choice.mode != "none")  # Converse has no `none`
     if not offers_tools:
         # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
         req = req.with_tool_turns_as_text()
     messages: list[dict[str, Any]] = []
-    claude = "anthropic." in model
     for msg in req.messages:
-        blocks = _blocks(msg, claude)
+        blocks = _blocks(msg, claude_model)
         if not blocks:
             continue
         role = "assistant" if msg.role == "assistant" else "user"  # tool results ride in user turns
@@ -224,26 +227,23 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
             if not text or text.isspace():
                 continue
             system.append({"text": text})
-            if claude and i in req.system_cache:
+            if claude_model and i in req.system_cache:
                 system.append(_cache_point(req.system_cache[i]))
         if system:
             body["system"] = system
     inference: dict[str, Any] = {}
-    # Claude from Sonnet 4.5 on refuses temperature with topP (anthropic_messages.messages_body).
-    top_p = None if claude and req.temperature is not None else req.top_p
-    for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", top_p)):
+    for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
         if value is not None:
             inference[key] = value
-    if stops := (claude_stops(req.stop) if claude else req.stop):
+    if stops := (claude.claude_stops(req.stop) if claude_model else req.stop):
         inference["stopSequences"] = stops
     if inference:
         body["inferenceConfig"] = inference
     additional: dict[str, Any] = dict(extra_fields or {})
-    if claude:
+    if claude_model:
         if req.top_k is not None:
             additional.setdefault("top_k", req.top_k)  # Claude's own request field; Converse has none
-        if (thinking := thinking_field(req.thinking_budget)) is not None:
-            additional["thinking"] = thinking  # the client's request wins over the provider's default
+        additional.update(thinking_fields)  # the client's request wins over the provider's default
     if additional:
         body["additionalModelRequestFields"] = additional
     if offers_tools:
@@ -251,7 +251,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
         for t in req.tools:
             tools.append({"toolSpec": {"name": t.name, "description": t.description or t.name,
                                        "inputSchema": {"json": t.parameters}}})
-            if claude and t.cache:
+            if claude_model and t.cache:
                 tools.append(_cache_point(t.cache))
         config: dict[str, Any] = {"tools": tools}
         if choice and choice.mode == "required":

@@ -53,6 +53,7 @@ from modelgate.protocols.ir import (
     token_count,
 )
 from modelgate.providers.base import (
+    EFFORT_BUDGET,
     OPENING_USER_TEXT,
     Endpoint,
     UpstreamRequest,
@@ -266,11 +267,6 @@ def thinking_config(options: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-# Google's own mapping of OpenAI reasoning efforts to thinking budgets (its OpenAI-compatible
-# endpoint, https://ai.google.dev/gemini-api/docs/openai): none turns thinking off.
-_EFFORT_BUDGET = {"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
-
-
 def request_thinking(req: ChatRequest, config: dict[str, Any]) -> dict[str, Any]:
     """`config` (from the provider options) with what the client's request asks for laid over it:
     a messages budget as is (-1 dynamic, 0 off), else an effort by Google's table; thought
@@ -278,7 +274,7 @@ def request_thinking(req: ChatRequest, config: dict[str, Any]) -> dict[str, Any]
     budget = req.thinking_budget
     if budget is None:
         effort = req.reasoning_effort or req.thinking_effort
-        budget = _EFFORT_BUDGET.get(effort) if effort else None
+        budget = EFFORT_BUDGET.get(effort) if effort else None
     if budget is None:
         return config
     config = {k: v for k, v in config.items() if k != "thinkingLevel"}  # one of level or budget only

@@ -23,6 +23,9 @@ Scripting: `reply_next(Reply(...))` queues canned answers; `fail_next(...)`
 Refusals beyond the field checks, as the vendor's: empty or blank text blocks, tool ids outside
 `^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools,
 temperature with top_p on the models that take one of them, an empty or whitespace-only stop sequence.
+For the models of MODEL_RULES, also what each generation refuses (`generation_refusal`): thinking types,
+sampling settings, forced tool use and effort levels; thinking it is asked for (or does by default) opens
+the answer, signed, its text left out where the model's `display` omits it.
 """
 
 from __future__ import annotations
@@ -108,6 +111,111 @@ def _text_of(content: Any) -> str:
 ONE_SAMPLING_KNOB = re.compile(r"claude-(sonnet-4-[5-9]|haiku-4-[5-9]|opus-4-[1-9]|(sonnet|haiku|opus)-[5-9])")
 BOTH_KNOBS = "`temperature` and `top_p` cannot both be specified for this model. Please use only one."
 TOOL_BLOCKS_NEED_TOOLS = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+
+
+@dataclass(frozen=True)
+class ModelRules:
+    """What one model takes, as the vendor documents it model by model (platform.claude.com, read
+    2026-11: build-with-claude/thinking and its troubleshooting table, build-with-claude/effort, and the
+    models' what's-new pages). The gateway derives the same from the model's generation (providers/claude.py);
+    this table is the vendor's own list."""
+
+    thinking: frozenset[str]  # the `thinking.type` values it takes
+    thinks_by_default: bool = False
+    fixed_sampling: bool = False  # a temperature other than 1, any top_p or top_k: refused on every request
+    forced_tools: bool = True  # tool_choice `any` / `tool`
+    efforts: frozenset[str] = frozenset()  # `output_config.effort` levels
+    display: str = "summarized"  # the default `thinking.display`
+
+
+_MANUAL = ModelRules(frozenset({"enabled", "disabled"}))
+_EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
+_OPUS_4_7 = ModelRules(frozenset({"adaptive", "disabled"}), fixed_sampling=True, efforts=_EFFORTS, display="omitted")
+_ALWAYS_THINKS = ModelRules(frozenset({"adaptive"}), thinks_by_default=True, fixed_sampling=True, forced_tools=False,
+                            efforts=_EFFORTS, display="omitted")
+MODEL_RULES = {
+    "claude-sonnet-4-5": _MANUAL, "claude-haiku-4-5": _MANUAL, "claude-opus-4-1": _MANUAL,
+    "claude-sonnet-4-6": ModelRules(frozenset({"enabled", "adaptive", "disabled"}),
+                                    efforts=frozenset({"low", "medium", "high", "max"})),
+    "claude-opus-4-7": _OPUS_4_7, "claude-opus-4-8": _OPUS_4_7,
+    "claude-opus-5": ModelRules(frozenset({"adaptive", "disabled"}), thinks_by_default=True, fixed_sampling=True,
+                                efforts=_EFFORTS, display="omitted"),
+    "claude-opus-5-5": _ALWAYS_THINKS, "claude-fable-5-1": _ALWAYS_THINKS,
+}
+_DOCS = ("Please consult our documentation at "
+         "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking")
+_ADAPTIVE_ONLY = ('"thinking.type.{}" is not supported for this model. Use "thinking.type.adaptive" and '
+                  '"output_config.effort" to control thinking behavior.')
+
+
+def thinking_on(body: dict[str, Any], rules: ModelRules) -> bool:
+    kind = (body.get("thinking") or {}).get("type")
+    return kind in ("enabled", "adaptive") or (kind is None and rules.thinks_by_default)
+
+
+def generation_refusal(body: dict[str, Any], rules: ModelRules) -> str | None:
+    """The vendor's refusal of what this model does not take, in its words (the API's error reference;
+    observed messages where cited)."""
+    thinking = body.get("thinking") or {}
+    kind = thinking.get("type")
+    if kind is not None and kind not in rules.thinking:
+        return "adaptive thinking is not supported on this model" if kind == "adaptive" else _ADAPTIVE_ONLY.format(kind)
+    if "display" in thinking and kind not in ("enabled", "adaptive"):
+        return "thinking.display: `display` is invalid with `thinking.type: \"disabled\"`"
+    forced = (body.get("tool_choice") or {}).get("type") in ("any", "tool")
+    if forced and not rules.forced_tools:
+        return 'tool_choice: type "tool" and "any" are not supported for this model.'
+    effort = (body.get("output_config") or {}).get("effort")
+    if effort is not None and effort not in rules.efforts:
+        # Haiku 4.5's words (observed); a level the model lacks: the field's enum (wording assumed)
+        return ("This model does not support the effort parameter" if not rules.efforts else
+                f"output_config.effort: Input should be {', '.join(sorted(rules.efforts))}")
+    if rules.fixed_sampling:
+        # quoted by the vendor's users (pr-agent#2456, inspect_ai#3721); top_p's words assumed alike
+        if body.get("temperature", 1) != 1:
+            return "`temperature` is deprecated for this model."
+        if "top_p" in body:
+            return "`top_p` is deprecated for this model."
+        if "top_k" in body:
+            return "Setting top_k to a non-default value returns a 400 error for this model."
+    elif thinking_on(body, rules):
+        if body.get("temperature", 1) != 1:
+            return f"`temperature` may only be set to 1 when thinking is enabled. {_DOCS}"
+        if "top_k" in body:
+            return f"`top_k` must be unset when thinking is enabled. {_DOCS}"
+        if body.get("top_p", 1) < 0.95:
+            return f"`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {_DOCS}"
+    if kind == "enabled":
+        budget = thinking.get("budget_tokens")
+        if not isinstance(budget, int) or budget < 1024:
+            return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        if body["max_tokens"] <= budget:
+            return ("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at "
+                    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size")
+        if forced:
+            return "Thinking may not be enabled when tool_choice forces tool use."
+        return _unsigned_tool_turn(body["messages"])
+    return None
+
+
+def _unsigned_tool_turn(messages: list[Any]) -> str | None:
+    """Manual thinking's rule for tool loops (adaptive thinking relaxes it): the last assistant turn, where
+    it holds tool calls, opens with thinking (opencode#3077, Kilo-Org/kilocode#5219)."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if not isinstance(message, dict) or message.get("role") != "assistant":
+            continue
+        content = message.get("content")
+        blocks = content if isinstance(content, list) else [{"type": "text"}]
+        first = blocks[0].get("type") if blocks and isinstance(blocks[0], dict) else None
+        if any(isinstance(b, dict) and b.get("type") == "tool_use" for b in blocks) and first not in (
+                "thinking", "redacted_thinking"):
+            return (f"messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. "
+                    "When `thinking` is enabled, a final `assistant` message must start with a thinking block "
+                    "(preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you "
+                    "include thinking blocks from previous turns. To avoid this requirement, disable `thinking`.")
+        return None
+    return None
 # The vendor's rule for tool ids, with its message (maximhq/bifrost#5097, CommandCodeAI/command-code#323).
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -261,6 +369,9 @@ class FakeAnthropic(FakeUpstream):
             )
         if "temperature" in body and "top_p" in body and ONE_SAMPLING_KNOB.search(body["model"]):
             return json_response(error_body("invalid_request_error", BOTH_KNOBS), 400)
+        rules = MODEL_RULES.get(body["model"])
+        if rules is not None and (refusal := generation_refusal(body, rules)) is not None:
+            return json_response(error_body("invalid_request_error", refusal), 400)
         for stop in body.get("stop_sequences") or ():
             # The vendor's words for each (mcp-web-ui#5, BerriAI/litellm#3286).
             if not stop or stop.isspace():
@@ -324,8 +435,13 @@ class FakeAnthropic(FakeUpstream):
                 text = " ".join(words[: body["max_tokens"]])
                 stop_reason = "max_tokens"
         blocks: list[dict[str, Any]] = []
-        if reply.thinking:
-            blocks.append({"type": "thinking", "thinking": reply.thinking, "signature": "sig-" + uuid.uuid4().hex})
+        thinking = reply.thinking
+        rules = MODEL_RULES.get(body["model"])
+        if thinking is None and rules is not None and thinking_on(body, rules):
+            shown = (body.get("thinking") or {}).get("display", rules.display) != "omitted"
+            thinking = f"Thinking about: {_text_of(body['messages'][-1].get('content'))}" if shown else ""
+        if thinking is not None:
+            blocks.append({"type": "thinking", "thinking": thinking, "signature": "sig-" + uuid.uuid4().hex})
         if text:
             blocks.append({"type": "text", "text": text})
         if stop_reason not in ("stop_sequence", "max_tokens"):
@@ -390,7 +506,7 @@ class FakeAnthropic(FakeUpstream):
             deltas = [{"type": "text_delta", "text": c} for c in _chunks(block["text"], 8)]
         elif kind == "thinking":
             empty = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], 8)]
+            deltas = [{"type": "thinking_delta", "thinking": c} for c in _chunks(block["thinking"], 8) if c]
             deltas.append({"type": "signature_delta", "signature": block["signature"]})
         else:
             empty = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}

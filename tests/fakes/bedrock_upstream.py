@@ -12,10 +12,13 @@
   `tool_args` when tools are given and the last turn holds no toolResult.
 - Converse bodies are checked with botocore's ParamValidator on the bedrock-runtime service
   model (a ValidationException otherwise) and kept in `bodies`.
-- Claude's extended thinking (`additionalModelRequestFields.thinking` enabled): the answer starts
+- Claude's extended thinking (`additionalModelRequestFields.thinking` enabled or adaptive): the answer starts
   with signed reasoning and a redacted block, streamed as reasoningContent text deltas, then a
   `signature` delta, and a `redactedContent` delta, as Bedrock sends them. Reasoning replayed in an
   assistant turn must be byte for byte what this fake issued (ValidationException otherwise).
+- Claude models of the messages fake's MODEL_RULES refuse what their generation does not take (thinking types,
+  sampling settings, forced tool use, effort levels), read from the Converse body's Claude fields, in the
+  words Converse relays ("The model returned the following errors: …", cline/cline#10572).
 - A blank text block (empty or whitespace, anywhere: message, tool result, system) is refused
   with a ValidationException, as Converse does; so are toolUse or toolResult blocks without a toolConfig,
   and tool ids outside the service model's ToolUseId shape.
@@ -43,7 +46,7 @@ from botocore.credentials import Credentials
 from botocore.session import get_session
 from botocore.validate import ParamValidator
 
-from tests.fakes.anthropic_upstream import BOTH_KNOBS, ONE_SAMPLING_KNOB
+from tests.fakes.anthropic_upstream import BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, generation_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 
@@ -99,6 +102,27 @@ def _tool_blocks_problem(body: dict[str, Any]) -> str | None:
     if blocks and not body.get("toolConfig"):
         return "The toolConfig field must be defined when using toolUse and toolResult content blocks."
     return None
+
+
+def _claude_refusal(model_id: str, body: dict[str, Any]) -> str | None:
+    """What the Claude model behind `model_id` refuses in a Converse body, as the messages fake's rules
+    read the same request in Claude's own fields."""
+    name = re.sub(r"(-\d{8})?(-v\d+(:\d+)?)?$", "", model_id.partition("anthropic.")[2])
+    rules = MODEL_RULES.get(name)
+    if rules is None:
+        return None
+    additional = body.get("additionalModelRequestFields") or {}
+    inference = body.get("inferenceConfig") or {}
+    choice = next(iter((body.get("toolConfig") or {}).get("toolChoice") or {"auto": {}}))
+    kinds = {"reasoningContent": "thinking", "toolUse": "tool_use", "toolResult": "tool_result"}
+    view: dict[str, Any] = {
+        **{k: additional[k] for k in ("thinking", "output_config", "top_k") if k in additional},
+        **{k: inference[c] for k, c in (("temperature", "temperature"), ("top_p", "topP")) if c in inference},
+        "max_tokens": inference.get("maxTokens", 4096),  # Converse's default for Claude: assumed
+        "tool_choice": {"type": choice},
+        "messages": [{"role": m["role"], "content": [{"type": next((kinds[k] for k in b if k in kinds), "text")}
+                                                     for b in m["content"]]} for m in body["messages"]]}
+    return generation_refusal(view, rules)
 
 
 def _blank_text(body: dict[str, Any]) -> str | None:
@@ -181,7 +205,7 @@ class FakeBedrock(FakeUpstream):
 
     def _thinking(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         thinking = (body.get("additionalModelRequestFields") or {}).get("thinking") or {}
-        if thinking.get("type") != "enabled":
+        if thinking.get("type") not in ("enabled", "adaptive"):
             return []
         n = len(self.issued)
         blocks = [{"reasoningContent": {"reasoningText": {"text": f"Thought {n}: check the tools.",
@@ -267,6 +291,8 @@ class FakeBedrock(FakeUpstream):
         if "temperature" in inference and "topP" in inference and ONE_SAMPLING_KNOB.search(model_id):
             # How Converse relays Claude's refusal (skydiscover-ai/skydiscover#15).
             return aws_error(400, "ValidationException", f"The model returned the following errors: {BOTH_KNOBS}")
+        if (refusal := _claude_refusal(model_id, body)) is not None:
+            return aws_error(400, "ValidationException", f"The model returned the following errors: {refusal}")
         self.bodies.append(body)
         content, stop = self._answer(body)
         content = self._thinking(body) + content

@@ -1,0 +1,204 @@
+"""What a Claude model takes, whichever cloud serves it (the Messages API, Vertex, Bedrock).
+
+The vendor's request rules changed with each generation (platform.claude.com: build-with-claude/thinking,
+adaptive-thinking, effort, and each model's "what's new" page, read 2026-11):
+- before 3.7: no thinking;
+- 3.7 to 4.5: manual thinking (`enabled` + `budget_tokens`, at least 1,024 and under `max_tokens`). While it
+  is on: temperature only at 1, no top_k, top_p only from 0.95, no forced tool use, and the last assistant
+  turn of a tool loop must open with the model's own signed thinking;
+- from 4.6: adaptive thinking, its depth set by `output_config.effort` (`enabled` is deprecated on 4.6 and
+  refused from 4.7: "\"thinking.type.enabled\" is not supported for this model"); 4.6 keeps the sampling
+  rules above while thinking is on;
+- from 4.7 (Opus 4.7 and 4.8, every 5.x model, Fable, Mythos): a temperature other than 1, any top_p or
+  top_k is refused on every request ("`temperature` is deprecated for this model."), and thinking text is
+  omitted unless `display: "summarized"` asks for it;
+- from 5: thinking is on by default; Opus 5.5, Fable and Mythos cannot turn it off;
+- Opus and Sonnet from 5.5, Fable and Mythos from 5.1 refuse forced tool use ("tool_choice: type \"tool\" and
+  \"any\" are not supported for this model.").
+
+`shaped` applies them to an IR request, so that a chat or Responses client's request (temperature, top_p,
+`reasoning_effort`, `tool_choice: required`) reaches every generation in a form it takes. A model id that
+names no generation (an ARN, an alias of the operator's) is sent as the client asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from modelgate.protocols.ir import ChatRequest, TextPart, ThinkingPart, ToolCall, ToolChoice, vendor_signature
+from modelgate.protocols.messages import thinking_field
+from modelgate.providers.base import EFFORT_BUDGET
+
+# `claude-opus-4-8`, `claude-sonnet-4-20250514` (a date, not a minor version), `claude-fable-5-1`, and the
+# same inside Bedrock (`us.anthropic.claude-opus-4-1-20250805-v1:0`) and Vertex (`claude-opus-4-5@20251101`) ids.
+_FAMILY_FIRST = re.compile(r"claude-([a-z]+)-(\d+)(?:-(\d)(?!\d))?")
+# The 3.x naming: `claude-3-7-sonnet-20250219`, `claude-3-opus-20240229`.
+_VERSION_FIRST = re.compile(r"claude-(\d+)(?:-(\d)(?!\d))?-([a-z]+)")
+_PREVIEWS = {"claude-mythos-preview": ("mythos", (5, 0))}
+
+MIN_THINKING_BUDGET = 1024  # "Must be ≥1024 and less than `max_tokens`" (the SDKs' ThinkingConfigEnabled)
+# Effort levels: OpenAI's `minimal` is below Claude's lowest; `xhigh` exists from 4.7 (not on Haiku).
+_EFFORT_LEVEL = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+_FORCED = ("required", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    family: str  # opus, sonnet, haiku, fable, mythos...
+    version: tuple[int, int]
+
+    @property
+    def thinks(self) -> bool:
+        return self.version >= (3, 7)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.version >= (4, 6)
+
+    @property
+    def fixed_sampling(self) -> bool:
+        return self.version >= (4, 7)
+
+    @property
+    def thinks_by_default(self) -> bool:
+        return self.version >= (5, 0)
+
+    @property
+    def refuses_forced_tools(self) -> bool:
+        return self.version >= ((5, 1) if self.family in ("fable", "mythos") else (5, 5)) and self.family != "haiku"
+
+    def effort(self, level: str) -> str:
+        if level == "xhigh" and (self.version < (4, 7) or self.family == "haiku"):
+            return "high"
+        return level
+
+
+@functools.lru_cache(maxsize=1024)  # a gateway serves a few model ids, read on every converted request
+def generation(model: str) -> Generation | None:
+    """The Claude generation a model id names, else None."""
+    for preview, (family, version) in _PREVIEWS.items():
+        if preview in model:
+            return Generation(family, version)
+    if m := _VERSION_FIRST.search(model):
+        return Generation(m[3], (int(m[1]), int(m[2] or 0)))
+    if m := _FAMILY_FIRST.search(model):
+        return Generation(m[1], (int(m[2]), int(m[3] or 0)))
+    return None
+
+
+def claude_stops(stop: list[str]) -> list[str]:
+    """The stop sequences Claude takes: it refuses an empty or whitespace-only one ("stop_sequences: each
+    stop sequence must contain non-whitespace", BerriAI/litellm#3286), which chat clients send (`\\n`)."""
+    return [s for s in stop if s and not s.isspace()]
+
+
+def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatRequest, dict[str, Any]]:
+    """`req` as the Claude model `model` takes it, and the request fields for thinking (`thinking`,
+    `output_config`) to send beside it. `default_max_tokens`: what the wire format sends when the client
+    gave no max_tokens; thinking's room is added to it where the model will think."""
+    if req.temperature is not None and not 0 <= req.temperature <= 1:
+        req = dataclasses.replace(req, temperature=min(1.0, max(0.0, req.temperature)))  # the vendor's range
+    gen = generation(model)
+    if gen is None:
+        fields = {"thinking": thinking} if (thinking := thinking_field(req.thinking_budget)) is not None else {}
+        return _one_sampling_knob(req), fields
+    if gen.refuses_forced_tools and req.tool_choice is not None and req.tool_choice.mode in _FORCED:
+        req = dataclasses.replace(req, tool_choice=ToolChoice("auto", parallel=req.tool_choice.parallel))
+    if gen.adaptive:
+        req, fields = _adaptive_thinking(req, gen, default_max_tokens)
+    elif gen.thinks:
+        req, fields = _manual_thinking(req, default_max_tokens)
+    else:
+        fields = {}
+    changes: dict[str, Any] = {}
+    if gen.fixed_sampling and (req.temperature, req.top_p, req.top_k) != (None, None, None):
+        changes.update(temperature=None, top_p=None, top_k=None)
+    if gen.thinks_by_default and req.max_tokens is None:
+        changes["max_tokens"] = default_max_tokens + EFFORT_BUDGET["high"]
+    return _one_sampling_knob(dataclasses.replace(req, **changes) if changes else req), fields
+
+
+def _one_sampling_knob(req: ChatRequest) -> ChatRequest:
+    # Claude from Sonnet 4.5, Haiku 4.5 and Opus 4.1 on refuses both ("`temperature` and `top_p` cannot both
+    # be specified for this model"); chat clients (Open WebUI, LobeChat) send both. The temperature is kept.
+    if req.top_p is not None and req.temperature is not None:
+        return dataclasses.replace(req, top_p=None)
+    return req
+
+
+def _sampling_beside_thinking(req: ChatRequest) -> ChatRequest:
+    """The sampling settings Claude takes while thinking: temperature 1 only, no top_k, top_p from 0.95
+    ("`temperature` may only be set to 1 when thinking is enabled")."""
+    return dataclasses.replace(
+        req, temperature=None if req.temperature != 1 else req.temperature, top_k=None,
+        top_p=req.top_p if req.top_p is not None and req.top_p >= 0.95 else None)
+
+
+def _manual_thinking(req: ChatRequest, default_max_tokens: int) -> tuple[ChatRequest, dict[str, Any]]:
+    if req.thinking_budget is not None or req.reasoning_effort is None:
+        # a messages client's own thinking request, as it asked; or none at all
+        budget = req.thinking_budget
+        if budget == -1:  # adaptive, which this generation lacks: its effort's budget, within max_tokens
+            budget = min(EFFORT_BUDGET[req.thinking_effort or "medium"], (req.max_tokens or default_max_tokens) - 1)
+            if budget < MIN_THINKING_BUDGET:
+                return req, {}
+        thinking = thinking_field(budget)
+        return req, ({"thinking": thinking} if thinking is not None else {})
+    budget = EFFORT_BUDGET.get(req.reasoning_effort)
+    choice = req.tool_choice
+    if not budget or (choice is not None and choice.mode in _FORCED) or not _tool_turn_opens_with_signed_thinking(req):
+        # `none` (the model's default: no thinking); "Thinking may not be enabled when tool_choice forces tool
+        # use."; a tool loop's last turn without the signed thinking it must open with (a chat client cannot
+        # send it back): without thinking
+        return req, {}
+    if req.max_tokens is None:
+        req = dataclasses.replace(req, max_tokens=default_max_tokens + budget)
+    elif req.max_tokens > MIN_THINKING_BUDGET:
+        budget = min(budget, req.max_tokens - 1)  # the client's max_tokens counts thinking, as OpenAI's does
+    else:
+        return req, {}  # no room for the smallest budget
+    return _sampling_beside_thinking(req), {"thinking": {"type": "enabled", "budget_tokens": budget}}
+
+
+def _adaptive_thinking(req: ChatRequest, gen: Generation, default_max_tokens: int
+                       ) -> tuple[ChatRequest, dict[str, Any]]:
+    if req.reasoning_effort is not None and req.thinking_budget is None:
+        if req.reasoning_effort == "none":  # the least thinking where it cannot be turned off
+            return req, ({"output_config": {"effort": "low"}} if gen.thinks_by_default else {})
+        level = _EFFORT_LEVEL.get(req.reasoning_effort)
+        if level is None:
+            return req, {}  # an effort no table knows: the model's default
+        if req.max_tokens is None:
+            req = dataclasses.replace(req, max_tokens=default_max_tokens + EFFORT_BUDGET[req.reasoning_effort])
+        summarized = {"display": "summarized"} if gen.fixed_sampling else {}  # omitted by default from 4.7 on
+        return (_sampling_beside_thinking(req),
+                {"thinking": {"type": "adaptive", **summarized}, "output_config": {"effort": gen.effort(level)}})
+    # a messages client's own thinking request (reaching Bedrock or Vertex) in the form this generation takes
+    budget = req.thinking_budget
+    if budget is None:
+        return req, {}
+    if budget == 0:
+        return req, ({"output_config": {"effort": "low"}} if gen.thinks_by_default else {"thinking": {"type": "disabled"}})
+    if budget > 0 and not gen.fixed_sampling:
+        return req, {"thinking": {"type": "enabled", "budget_tokens": budget}}  # deprecated on 4.6, still taken
+    effort = {"output_config": {"effort": req.thinking_effort}} if req.thinking_effort else {}
+    return req, {"thinking": {"type": "adaptive"}, **effort}
+
+
+def _tool_turn_opens_with_signed_thinking(req: ChatRequest) -> bool:
+    """Whether the last assistant turn, where it holds tool calls, opens with thinking the vendor signed
+    (manual thinking demands it: "a final `assistant` message must start with a thinking block")."""
+    last = next((m for m in reversed(req.messages) if m.role == "assistant"), None)
+    if last is None or not any(isinstance(p, ToolCall) for p in last.parts):
+        return True
+    for part in last.parts:
+        if isinstance(part, ThinkingPart):
+            if part.redacted is not None or vendor_signature(part) is not None:
+                return True
+        elif not (isinstance(part, TextPart) and not part.text.strip()):
+            return False  # the first block sent is text or a tool call
+    return False
