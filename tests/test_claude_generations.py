@@ -218,6 +218,18 @@ def messages_body(req: ChatRequest, model: str) -> dict:
     return anthropic_messages.messages_body(req, model)
 
 
+async def test_a_chat_history_that_ends_with_the_assistant_reaches_every_generation(gateway, claude_upstream):
+    # OpenAI answers it as a new turn (OpenCode's subagents and continue-buttons send one); Claude from 4.6
+    # refuses a conversation that ends with the assistant, older Claude continues the text.
+    api = await chat_client(gateway, claude_upstream)
+    for model in MODELS:
+        resp = await api.chat.completions.create(model=model, messages=[
+            {"role": "user", "content": "write a haiku"}, {"role": "assistant", "content": "Autumn wind"}])
+        assert resp.choices[0].message.content, model
+        last = claude_upstream.last.json()["messages"][-1]
+        assert last["role"] == ("assistant" if MODEL_RULES[model].prefill else "user"), model
+
+
 def test_effort_none_turns_thinking_off_or_to_the_least_where_it_cannot_be():
     assert "thinking" not in messages_body(chat(reasoning_effort="none"), "claude-sonnet-4-5")
     assert "output_config" not in messages_body(chat(reasoning_effort="none"), "claude-opus-4-8")

@@ -383,7 +383,8 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 # The user turn put first where an upstream needs one and the client sent none: a conversation that
 # opens with the assistant (a chatbot's greeting) or holds only a system prompt. OpenAI takes both;
 # Bedrock's Converse refuses them ("A conversation must start with a user message."), the Messages API
-# and Gemini an empty conversation. The words are LiteLLM's and AutoGen's for the same purpose.
+# and Gemini an empty conversation. The words are LiteLLM's and AutoGen's for the same purpose. Claude
+# from 4.6 gets it last too, after a conversation that ends with the assistant (providers/claude.py).
 OPENING_USER_TEXT = "Please continue."
 
 

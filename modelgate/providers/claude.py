@@ -8,7 +8,8 @@ adaptive-thinking, effort, and each model's "what's new" page, read 2026-11):
   turn of a tool loop must open with the model's own signed thinking;
 - from 4.6: adaptive thinking, its depth set by `output_config.effort` (`enabled` is deprecated on 4.6 and
   refused from 4.7: "\"thinking.type.enabled\" is not supported for this model"); 4.6 keeps the sampling
-  rules above while thinking is on;
+  rules above while thinking is on; no assistant prefill ("This model does not support assistant message
+  prefill. The conversation must end with a user message.");
 - from 4.7 (Opus 4.7 and 4.8, every 5.x model, Fable, Mythos): a temperature other than 1, any top_p or
   top_k is refused on every request ("`temperature` is deprecated for this model."), and thinking text is
   omitted unless `display: "summarized"` asks for it;
@@ -29,9 +30,17 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from modelgate.protocols.ir import ChatRequest, TextPart, ThinkingPart, ToolCall, ToolChoice, vendor_signature
+from modelgate.protocols.ir import (
+    ChatRequest,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolChoice,
+    vendor_signature,
+)
 from modelgate.protocols.messages import thinking_field
-from modelgate.providers.base import EFFORT_BUDGET
+from modelgate.providers.base import EFFORT_BUDGET, OPENING_USER_TEXT
 
 # `claude-opus-4-8`, `claude-sonnet-4-20250514` (a date, not a minor version), `claude-fable-5-1`, and the
 # same inside Bedrock (`us.anthropic.claude-opus-4-1-20250805-v1:0`) and Vertex (`claude-opus-4-5@20251101`) ids.
@@ -57,6 +66,10 @@ class Generation:
 
     @property
     def adaptive(self) -> bool:
+        return self.version >= (4, 6)
+
+    @property
+    def refuses_prefill(self) -> bool:
         return self.version >= (4, 6)
 
     @property
@@ -119,6 +132,10 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
         changes.update(temperature=None, top_p=None, top_k=None)
     if gen.thinks_by_default and req.max_tokens is None:
         changes["max_tokens"] = default_max_tokens + EFFORT_BUDGET["high"]
+    if gen.refuses_prefill and _ends_with_an_answer(req):
+        # A chat client's history may end with the assistant (OpenAI answers it as a new turn; OpenCode and
+        # continue-buttons send one): a user turn closes it, in the words put first where a turn is missing.
+        changes["messages"] = [*req.messages, Message("user", [TextPart(OPENING_USER_TEXT)])]
     return _one_sampling_knob(dataclasses.replace(req, **changes) if changes else req), fields
 
 
@@ -187,6 +204,15 @@ def _adaptive_thinking(req: ChatRequest, gen: Generation, default_max_tokens: in
         return req, {"thinking": {"type": "enabled", "budget_tokens": budget}}  # deprecated on 4.6, still taken
     effort = {"output_config": {"effort": req.thinking_effort}} if req.thinking_effort else {}
     return req, {"thinking": {"type": "adaptive"}, **effort}
+
+
+def _ends_with_an_answer(req: ChatRequest) -> bool:
+    """Whether the conversation ends with an assistant turn that is sent (text, not a pending tool call)."""
+    if not req.messages or req.messages[-1].role != "assistant":
+        return False
+    parts = req.messages[-1].parts
+    return not any(isinstance(p, ToolCall) for p in parts) and any(
+        isinstance(p, TextPart) and p.text.strip() for p in parts)
 
 
 def _tool_turn_opens_with_signed_thinking(req: ChatRequest) -> bool:

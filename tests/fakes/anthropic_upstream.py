@@ -126,20 +126,22 @@ class ModelRules:
     forced_tools: bool = True  # tool_choice `any` / `tool`
     efforts: frozenset[str] = frozenset()  # `output_config.effort` levels
     display: str = "summarized"  # the default `thinking.display`
+    prefill: bool = True  # a conversation that ends with the assistant
 
 
 _MANUAL = ModelRules(frozenset({"enabled", "disabled"}))
 _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
-_OPUS_4_7 = ModelRules(frozenset({"adaptive", "disabled"}), fixed_sampling=True, efforts=_EFFORTS, display="omitted")
+_OPUS_4_7 = ModelRules(frozenset({"adaptive", "disabled"}), fixed_sampling=True, efforts=_EFFORTS, display="omitted",
+                       prefill=False)
 _ALWAYS_THINKS = ModelRules(frozenset({"adaptive"}), thinks_by_default=True, fixed_sampling=True, forced_tools=False,
-                            efforts=_EFFORTS, display="omitted")
+                            efforts=_EFFORTS, display="omitted", prefill=False)
 MODEL_RULES = {
     "claude-sonnet-4-5": _MANUAL, "claude-haiku-4-5": _MANUAL, "claude-opus-4-1": _MANUAL,
     "claude-sonnet-4-6": ModelRules(frozenset({"enabled", "adaptive", "disabled"}),
-                                    efforts=frozenset({"low", "medium", "high", "max"})),
+                                    efforts=frozenset({"low", "medium", "high", "max"}), prefill=False),
     "claude-opus-4-7": _OPUS_4_7, "claude-opus-4-8": _OPUS_4_7,
     "claude-opus-5": ModelRules(frozenset({"adaptive", "disabled"}), thinks_by_default=True, fixed_sampling=True,
-                                efforts=_EFFORTS, display="omitted"),
+                                efforts=_EFFORTS, display="omitted", prefill=False),
     "claude-opus-5-5": _ALWAYS_THINKS, "claude-fable-5-1": _ALWAYS_THINKS,
 }
 _DOCS = ("Please consult our documentation at "
@@ -156,6 +158,9 @@ def thinking_on(body: dict[str, Any], rules: ModelRules) -> bool:
 def generation_refusal(body: dict[str, Any], rules: ModelRules) -> str | None:
     """The vendor's refusal of what this model does not take, in its words (the API's error reference;
     observed messages where cited)."""
+    if not rules.prefill and (body["messages"][-1:] or [{}])[0].get("role") == "assistant":
+        # the vendor's words (Coneja-Chibi/TunnelVision#5; Sonnet 4.6 and 5, Opus 4.6 to 4.8 in reports)
+        return "This model does not support assistant message prefill. The conversation must end with a user message."
     thinking = body.get("thinking") or {}
     kind = thinking.get("type")
     if kind is not None and kind not in rules.thinking:
