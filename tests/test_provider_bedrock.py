@@ -217,7 +217,7 @@ async def test_claude_gets_temperature_or_top_p_not_both(model, kept):
 
 
 def test_claude_gets_no_blank_stop_sequences():
-    # Claude refuses an empty or whitespace-only stop sequence (anthropic_messages.claude_stops); other
+    # Claude refuses an empty or whitespace-only stop sequence (claude.stop_sequences); other
     # families keep theirs.
     req = ChatRequest("m", [user("hi")], stop=["\n", "END"])
     assert build_body(req, MODEL)["inferenceConfig"]["stopSequences"] == ["END"]

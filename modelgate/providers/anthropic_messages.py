@@ -206,7 +206,7 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     for name in ("temperature", "top_p", "top_k"):  # as the model takes them (claude.shaped)
         if (value := getattr(req, name)) is not None:
             body[name] = value
-    if stops := claude.claude_stops(req.stop):
+    if stops := claude.stop_sequences(req.stop):
         body["stop_sequences"] = stops
     if req.tools:
         body["tools"] = [

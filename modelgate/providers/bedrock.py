@@ -235,7 +235,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
     for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
         if value is not None:
             inference[key] = value
-    if stops := (claude.claude_stops(req.stop) if claude_model else req.stop):
+    if stops := (claude.stop_sequences(req.stop) if claude_model else req.stop):
         inference["stopSequences"] = stops
     if inference:
         body["inferenceConfig"] = inference

@@ -103,7 +103,7 @@ def generation(model: str) -> Generation | None:
     return None
 
 
-def claude_stops(stop: list[str]) -> list[str]:
+def stop_sequences(stop: list[str]) -> list[str]:
     """The stop sequences Claude takes: it refuses an empty or whitespace-only one ("stop_sequences: each
     stop sequence must contain non-whitespace", BerriAI/litellm#3286), which chat clients send (`\\n`)."""
     return [s for s in stop if s and not s.isspace()]
