@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Any, Callable, Mapping
 
@@ -33,6 +34,7 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
+from modelgate.providers.openai_reasoning import reasoning_model
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -100,36 +102,56 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     """Tool definitions in the `{type: function, function: {...}}` form several wire formats share."""
     return [
         {"type": "function",
-         "function": {"name": t.name, "description": t.description or "", "parameters": t.parameters}}
+         "function": {"name": t.name, "description": t.description or "", "parameters": _parameters(t.parameters)}}
         for t in tools
     ]
 
 
-_REASONING_FAMILY = re.compile(r"(o\d+|gpt-5)([-.].*)?")
+def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
+    # Argument-less tools (MCP servers') come as `{"type": "object"}`, which OpenAI refuses: "Invalid
+    # schema for function 'X': In context=(), object schema missing properties."
+    if schema.get("type") == "object" and "properties" not in schema:
+        return {**schema, "properties": {}}
+    return schema
+
+
 # Sampling parameters OpenAI's reasoning models refuse (https://platform.openai.com/docs/guides/reasoning).
 _NOT_FOR_REASONING = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty"})
+_USER_MAX = 64  # "Invalid 'user': string too long. Expected a string with maximum length 64"
 
 
 def is_reasoning_family(upstream_model: str) -> bool:
-    """OpenAI's reasoning models by name: the o-series (o1, o3-mini, o4-mini...) and the gpt-5 family."""
-    return bool(_REASONING_FAMILY.fullmatch(upstream_model.lower().rsplit("/", 1)[-1]))
+    """OpenAI's reasoning models by name: the o-series (o1, o3-mini, o4-mini...), gpt-5 and later."""
+    return reasoning_model(upstream_model) is not None
+
+
+def user_id(user: str) -> str:
+    """The end-user id as OpenAI takes it (at most 64 characters): a longer one (Claude Code's
+    `metadata.user_id` is about 150) becomes its SHA-256, still one stable id per user."""
+    return user if len(user) <= _USER_MAX else hashlib.sha256(user.encode()).hexdigest()
 
 
 def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool = False,
                  reasoning: bool = False) -> dict[str, Any]:
     """`reasoning`: the target is a reasoning model: `max_completion_tokens` instead of `max_tokens`
-    (which they refuse), `reasoning_effort`, and no sampling parameters."""
+    (which they refuse), `reasoning_effort`, and no sampling parameters; an OpenAI model known by name
+    gets what its generation takes (providers/openai_reasoning.py)."""
     body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req, replay_reasoning)}
     if req.max_tokens is not None:
         body["max_completion_tokens" if reasoning else "max_tokens"] = req.max_tokens
+    model = reasoning_model(upstream_model) if reasoning else None
     effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
+    if model is not None:
+        effort = "none" if req.tools and model.tools_without_effort else model.effort(effort) if effort else None
     if effort:
         body["reasoning_effort"] = effort
-    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty", "user"):
+    for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"):
         value = getattr(req, name)
         if value is not None and not (reasoning and name in _NOT_FOR_REASONING):
             body[name] = value
-    if req.stop:
+    if req.user:
+        body["user"] = user_id(req.user)
+    if req.stop and (model is None or model.takes_stop):
         body["stop"] = req.stop
     if req.response_format:
         body["response_format"] = req.response_format
@@ -141,7 +163,7 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
                 body["tool_choice"] = {"type": "function", "function": {"name": choice.name}}
             else:
                 body["tool_choice"] = choice.mode
-            if choice.parallel is False:
+            if choice.parallel is False and (model is None or model.takes_parallel_tool_calls):
                 body["parallel_tool_calls"] = False
     if req.stream:
         body["stream"] = True

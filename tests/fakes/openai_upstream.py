@@ -7,6 +7,10 @@ and their typed stream events (checked against the official SDK's types in
 tests/test_responses_codec.py), and error bodies
 `{"error": {"message", "type", "param", "code"}}`.
 
+Refusals beyond the field checks, in the service's words: a `user` over 64 characters, an object tool schema
+without properties, and for the reasoning models of REASONING_RULES what their generation does not take
+(effort levels, `stop`, `parallel_tool_calls`, function tools beside an effort, sampling settings).
+
 Answers are derived from the request so tests can check what went through:
 the reply text is "Echo: <last user text>", usage counts words, and a call
 whose last user text starts with "call tool" answers with tool calls to every
@@ -18,12 +22,62 @@ from __future__ import annotations
 import asyncio
 import base64
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import orjson
 from aiohttp import web
 
 from tests.fakes.upstream_base import FakeUpstream, json_response
+
+
+@dataclass(frozen=True)
+class ReasoningRules:
+    """One reasoning model as OpenAI documents it (the API reference of `reasoning_effort`: "gpt-5.1 ...
+    supported reasoning values ... are none, low, medium, and high", "All models before gpt-5.1 ... do not
+    support none", "xhigh is supported for all models after gpt-5.1-codex-max"; Azure's reasoning how-to:
+    "minimal isn't supported with gpt-5.1 or greater"). This table is the documents' list; the gateway reads
+    the same from the name's generation (providers/openai_reasoning.py)."""
+
+    efforts: frozenset[str]
+    stop: bool = True
+    parallel_tool_calls: bool = True
+    tools_with_effort: bool = True
+
+
+REASONING_RULES = {
+    "o3": ReasoningRules(frozenset({"low", "medium", "high"}), stop=False, parallel_tool_calls=False),
+    "o4-mini": ReasoningRules(frozenset({"low", "medium", "high"}), stop=False, parallel_tool_calls=False),
+    "gpt-5": ReasoningRules(frozenset({"minimal", "low", "medium", "high"}), stop=False),
+    "gpt-5-mini": ReasoningRules(frozenset({"minimal", "low", "medium", "high"}), stop=False),
+    "gpt-5.1": ReasoningRules(frozenset({"none", "low", "medium", "high"})),
+    "gpt-5.4": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"}), tools_with_effort=False),
+    "gpt-6-sol": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"}), tools_with_effort=False),
+    "gpt-5.2-chat-latest": ReasoningRules(frozenset({"medium"})),
+}
+_UNSUPPORTED = "Unsupported parameter: '{}' is not supported with this model."  # o3, o4-mini, gpt-5-mini reports
+
+
+def reasoning_refusal(body: dict[str, Any], rules: ReasoningRules) -> str | None:
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in rules.efforts:
+        # openai/openai-agents-python#2089, egoist/chatwise-releases#1257
+        levels = sorted(rules.efforts, key=["none", "minimal", "low", "medium", "high", "xhigh"].index)
+        listed = ", ".join(f"'{level}'" for level in levels[:-1]) + (" and " if len(levels) > 1 else "") + f"'{levels[-1]}'"
+        return f"Unsupported value: '{effort}' is not supported with the '{body['model']}' model. Supported values are: {listed}."
+    for name in ("temperature", "top_p"):
+        if body.get(name, 1) != 1:
+            return (f"Unsupported value: '{name}' does not support {body[name]} with this model. Only the default (1) "
+                    "value is supported.")
+    if "stop" in body and not rules.stop:
+        return _UNSUPPORTED.format("stop")
+    if "parallel_tool_calls" in body and not rules.parallel_tool_calls:
+        return _UNSUPPORTED.format("parallel_tool_calls")
+    if body.get("tools") and not rules.tools_with_effort and effort != "none":
+        # pipecat-ai/pipecat#4043, openai/openai-openapi#541; omitting the effort is refused too in reports
+        return (f"Function tools with reasoning_effort are not supported for {body['model']} in /v1/chat/completions. "
+                "Please use /v1/responses instead.")
+    return None
 
 
 def words(text: str) -> int:
@@ -125,6 +179,20 @@ class FakeOpenAI(FakeUpstream):
             return openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                      "Use 'max_completion_tokens' instead.", "invalid_request_error",
                                 "unsupported_parameter")
+        if isinstance(body.get("user"), str) and len(body["user"]) > 64:
+            # the service's words (BerriAI/litellm's tests; proxies of Claude Code's metadata.user_id)
+            return openai_error(400, "Invalid 'user': string too long. Expected a string with maximum length 64, "
+                                f"but got a string with length {len(body['user'])} instead.", "invalid_request_error",
+                                "string_above_max_length")
+        for tool in body.get("tools") or ():
+            function = tool.get("function") or {}
+            parameters = function.get("parameters") or {}
+            if parameters.get("type") == "object" and "properties" not in parameters:
+                return openai_error(400, f"Invalid schema for function '{function.get('name')}': In context=(), object "
+                                    "schema missing properties.", "invalid_request_error", "invalid_function_parameters")
+        rules = REASONING_RULES.get(model)
+        if rules is not None and (refusal := reasoning_refusal(body, rules)) is not None:
+            return openai_error(400, refusal, "invalid_request_error", "unsupported_value")
         if self.delay:
             await asyncio.sleep(self.delay)
         if body.get("stream"):

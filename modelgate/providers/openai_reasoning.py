@@ -1,0 +1,65 @@
+"""What OpenAI's reasoning models take on Chat Completions, read from the model name.
+
+The rules differ by generation (OpenAI's API reference for `reasoning_effort`, its reasoning guide, and
+Azure's reasoning how-to, read 2026-11; the refusals in the tests' fake quote the service):
+- the o-series: efforts low, medium and high; no `stop`, no `parallel_tool_calls`;
+- gpt-5: minimal, low, medium and high (no `none`); no `stop`;
+- gpt-5.1 to 5.3: none, low, medium and high ("'minimal' is not supported with the 'gpt-5.1' model");
+- gpt-5.4 and later, gpt-6: `xhigh` too, and function tools only with effort `none` ("Function tools with
+  reasoning_effort are not supported for gpt-5.4 in /v1/chat/completions");
+- the `-chat` models (gpt-5-chat-latest, gpt-5.2-chat): one effort of their own: none is sent.
+A converted request's effort is moved to the nearest level the model takes; names outside these
+families (other vendors' models, free Azure deployment names) are sent as the client asked.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+# `o3`, `o4-mini`, `gpt-5`, `gpt-5-mini-2025-08-07`, `gpt-5.1-codex-max`, `gpt-6-sol`; a vendor prefix
+# (`openai/gpt-5`) is ignored.
+_NAME = re.compile(r"(?:o(\d+)|gpt-(\d+)(?:\.(\d+))?)(-.*)?")
+LEVELS = ("none", "minimal", "low", "medium", "high", "xhigh")
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningModel:
+    efforts: tuple[str, ...]  # the levels it takes, in LEVELS order
+    takes_stop: bool = True
+    takes_parallel_tool_calls: bool = True
+    tools_without_effort: bool = False  # function tools only with effort `none`
+
+    def effort(self, requested: str) -> str | None:
+        """The level the model takes nearest to `requested` (the higher one on a tie), None where it
+        takes none or `requested` is no level."""
+        if requested in self.efforts or not self.efforts or requested not in LEVELS:
+            return requested if requested in self.efforts else None
+        at = LEVELS.index(requested)
+        return min(self.efforts, key=lambda level: (abs(LEVELS.index(level) - at), -LEVELS.index(level)))
+
+
+_O_SERIES = ReasoningModel(("low", "medium", "high"), takes_stop=False, takes_parallel_tool_calls=False)
+_GPT_5 = ReasoningModel(("minimal", "low", "medium", "high"), takes_stop=False)
+_GPT_5_1 = ReasoningModel(("none", "low", "medium", "high"))
+_GPT_5_4 = ReasoningModel(("none", "low", "medium", "high", "xhigh"), tools_without_effort=True)
+_CHAT = ReasoningModel(())
+
+
+@functools.lru_cache(maxsize=1024)
+def reasoning_model(name: str) -> ReasoningModel | None:
+    """The rules of an OpenAI reasoning model by name, else None."""
+    m = _NAME.fullmatch(name.lower().rsplit("/", 1)[-1])
+    if m is None:
+        return None
+    if m[1] is not None:
+        return _O_SERIES
+    major, minor, suffix = int(m[2]), int(m[3] or 0), m[4] or ""
+    if major < 5:
+        return None
+    if "-chat" in suffix:
+        return _CHAT
+    if (major, minor) >= (5, 4):
+        return _GPT_5_4
+    return _GPT_5_1 if (major, minor) >= (5, 1) else _GPT_5
