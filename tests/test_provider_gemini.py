@@ -80,10 +80,10 @@ async def test_plain_request_and_response(fake):
     sent = rec.json()
     assert sent["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
     assert sent["contents"] == [{"role": "user", "parts": [{"text": "hi there"}]}]
+    # no penalties: 2.5 refuses them ("Penalty is not enabled for models/gemini-2.5-flash"; the fake too)
     assert sent["generationConfig"] == {
         "maxOutputTokens": 50, "temperature": 0.2, "topP": 0.9, "topK": 40, "seed": 7,
-        "presencePenalty": 0.1, "frequencyPenalty": 0.3, "stopSequences": ["END"],
-        "responseMimeType": "application/json",
+        "stopSequences": ["END"], "responseMimeType": "application/json",
     }
     resp = adapter.parse_response(body)
     assert [p.text for p in resp.parts] == ["Echo: hi there"]

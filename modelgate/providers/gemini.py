@@ -22,8 +22,11 @@ Mapping notes (also in docs/providers.md):
 
 from __future__ import annotations
 
+import functools
 import mimetypes
+import re
 import uuid
+from dataclasses import dataclass
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -171,6 +174,8 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
         else:
             out[key] = value
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
+    if isinstance(values, list) and all(isinstance(v, str) for v in values):
+        values = [v for v in values if v]  # "enum[0]: cannot be empty" (Gemini 3; Kxiandaoyan/Memoh-v2#22)
     if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
         out["type"] = "STRING"
         out["enum"] = values
@@ -186,6 +191,34 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
 
 
 # --- request -------------------------------------------------------------
+
+# `gemini-2.5-pro`, `gemini-3.1-pro-preview`, `gemini-3.5-flash-lite`, `models/gemini-2.5-flash-001`
+_GENERATION = re.compile(r"gemini-(\d+)(?:\.(\d+))?-([a-z]+(?:-lite)?)")
+# Thinking budgets each 2.5 model takes (Google's thinking guide; "The thinking budget 128 is invalid. Please
+# choose a value between 512 and 24576.", earendil-works/pi#2838): (least when on, most, whether 0 turns it off).
+_BUDGETS = {"pro": (128, 32768, False), "flash": (1, 24576, True), "flash-lite": (512, 24576, True)}
+# Levels by effort: Gemini 3 takes low, medium and high on every model (minimal only on some Flash models).
+_LEVEL = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+MAX_STOP_SEQUENCES = 5  # "the supported range is from 1 (inclusive) to 6 (exclusive)" (continuedev/continue#7849)
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiModel:
+    """A Gemini model's generation, read from its id: what the request rules hang on."""
+
+    version: tuple[int, int]
+    tier: str  # pro, flash, flash-lite
+
+    @property
+    def levels(self) -> bool:
+        """Thinking set by `thinkingLevel` (Gemini 3), not by a budget (2.5)."""
+        return self.version >= (3, 0)
+
+
+@functools.lru_cache(maxsize=1024)
+def gemini_model(model: str) -> GeminiModel | None:
+    m = _GENERATION.search(model)
+    return GeminiModel((int(m[1]), int(m[2] or 0)), m[3]) if m else None
 
 
 def _image_part(img: ImagePart) -> dict[str, Any]:
@@ -206,7 +239,9 @@ def _parse_args(text: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _contents(messages: list[Message]) -> list[dict[str, Any]]:
+def _contents(messages: list[Message], close_answer: bool = False) -> list[dict[str, Any]]:
+    """`close_answer`: a conversation that ends with an answer of the model gets a user turn after it
+    (Gemini from 3 refuses one: "Requests ending with a model turn are not supported.")."""
     names: dict[str, str] = {}  # tool call id -> function name, for functionResponse
     contents: list[dict[str, Any]] = []
     for msg in messages:
@@ -250,13 +285,15 @@ def _contents(messages: list[Message]) -> list[dict[str, Any]]:
     if not contents or contents[0]["role"] != "user":
         # Gemini refuses empty contents ("contents is not specified"); Google's SDKs want a user turn first.
         contents.insert(0, {"role": "user", "parts": [{"text": OPENING_USER_TEXT}]})
+    if close_answer and contents[-1]["role"] == "model" and not any("functionCall" in p for p in contents[-1]["parts"]):
+        contents.append({"role": "user", "parts": [{"text": OPENING_USER_TEXT}]})
     return contents
 
 
 def thinking_config(options: Mapping[str, Any]) -> dict[str, Any]:
     """generationConfig.thinkingConfig from the provider record's options: `thinking_budget`
     (tokens; 0 turns thinking off on models that allow it, -1 lets the model decide),
-    `thinking_level` (Gemini 3: low/high), `include_thoughts` (thought summaries come back as thinking)."""
+    `thinking_level` (Gemini 3: low, medium, high; minimal on some Flash models), `include_thoughts` (thought summaries come back as thinking)."""
     config: dict[str, Any] = {}
     if isinstance(options.get("thinking_budget"), int) and not isinstance(options["thinking_budget"], bool):
         config["thinkingBudget"] = options["thinking_budget"]
@@ -267,25 +304,49 @@ def thinking_config(options: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
-def request_thinking(req: ChatRequest, config: dict[str, Any]) -> dict[str, Any]:
-    """`config` (from the provider options) with what the client's request asks for laid over it:
-    a messages budget as is (-1 dynamic, 0 off), else an effort by Google's table; thought
-    summaries are asked for when the client wants reasoning, unless the options say otherwise."""
+def request_thinking(req: ChatRequest, config: dict[str, Any], model: GeminiModel | None = None) -> dict[str, Any]:
+    """`config` (from the provider options) with what the client's request asks for laid over it, in the
+    form the model's generation takes (`model`; None: unknown, a budget):
+    - 2.5: a messages budget (-1 dynamic, 0 off), else an effort by Google's table, within the model's
+      range ("Budget 0 is invalid. This model only works in thinking mode." on Pro: its least instead);
+    - Gemini 3: a level (low, medium, high); thinking cannot be turned off on every model, so off is
+      `low`; a dynamic budget leaves the model's default.
+    Gemini refuses a budget beside a level ("You can only set only one of thinking budget and thinking
+    level."), and 2.5 any level. Thought summaries are asked for when the client wants reasoning, unless
+    the options say otherwise."""
+    if model is not None and model.version < (2, 5):
+        return config  # no thinking before 2.5
     budget = req.thinking_budget
-    if budget is None:
-        effort = req.reasoning_effort or req.thinking_effort
-        budget = EFFORT_BUDGET.get(effort) if effort else None
-    if budget is None:
-        return config
-    config = {k: v for k, v in config.items() if k != "thinkingLevel"}  # one of level or budget only
-    config["thinkingBudget"] = budget
-    if budget:
+    effort = req.reasoning_effort or req.thinking_effort
+    wants = req.thinking_wanted()
+    if model is not None and model.levels:
+        if budget != -1 and (budget is not None or effort is not None):
+            level = "low" if budget == 0 else _LEVEL.get(effort or "medium")
+            if level is not None:
+                config = {**config, "thinkingLevel": level}
+        if "thinkingLevel" in config:
+            config = {k: v for k, v in config.items() if k != "thinkingBudget"}
+    else:
+        if budget is None and effort:
+            budget = EFFORT_BUDGET.get(effort)
+        if budget is not None or model is not None:
+            config = {k: v for k, v in config.items() if k != "thinkingLevel"}
+        if budget is not None:
+            config = {**config, "thinkingBudget": budget}
+        if model is not None and model.tier in _BUDGETS and config.get("thinkingBudget", -1) != -1:
+            least, most, can_turn_off = _BUDGETS[model.tier]
+            given = config["thinkingBudget"]
+            config["thinkingBudget"] = 0 if given == 0 and can_turn_off else min(max(given, least), most)
+    if wants:
         config.setdefault("includeThoughts", True)
     return config
 
 
-def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    body: dict[str, Any] = {"contents": _contents(req.messages)}
+def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None, model: str = "") -> dict[str, Any]:
+    """`model`: the upstream model id, whose generation decides what the request may hold (`gemini_model`)."""
+    generation = gemini_model(model)
+    recent = generation is not None and generation.version >= (2, 5)
+    body: dict[str, Any] = {"contents": _contents(req.messages, generation is not None and generation.levels)}
     # Gemini refuses an empty text part ("Unable to submit request because it has an empty text parameter").
     if system := [{"text": s} for s in req.system if s]:
         body["systemInstruction"] = {"parts": system}
@@ -296,13 +357,14 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> di
         ("topP", req.top_p),
         ("topK", req.top_k),
         ("seed", req.seed),
-        ("presencePenalty", req.presence_penalty),
-        ("frequencyPenalty", req.frequency_penalty),
+        # "Penalty is not enabled for models/gemini-2.5-flash" (BerriAI/litellm#32273); an error from 3.6 on
+        ("presencePenalty", None if recent else req.presence_penalty),
+        ("frequencyPenalty", None if recent else req.frequency_penalty),
     ):
         if value is not None:
             gen[key] = value
     if req.stop:
-        gen["stopSequences"] = req.stop
+        gen["stopSequences"] = req.stop[:MAX_STOP_SEQUENCES]
     fmt = req.response_format or {}
     if fmt.get("type") == "json_object":
         gen["responseMimeType"] = "application/json"
@@ -311,7 +373,7 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None) -> di
         schema = (fmt.get("json_schema") or {}).get("schema")
         if schema:
             gen["responseSchema"] = gemini_schema(schema)
-    thinking = request_thinking(req, thinking_config(options or {}))
+    thinking = request_thinking(req, thinking_config(options or {}), generation)
     if thinking:
         gen["thinkingConfig"] = thinking
     if gen:
@@ -386,12 +448,12 @@ class GeminiAdapter:
         if req.stream:
             headers["accept"] = "text/event-stream"
         return UpstreamRequest("POST", self._url(endpoint, upstream_model, method), headers,
-                               orjson.dumps(build_body(req, endpoint.options)))
+                               orjson.dumps(build_body(req, endpoint.options, upstream_model)))
 
     def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         """`models/{model}:countTokens` over the whole request (system and tools included)."""
         model = "models/" + upstream_model.removeprefix("models/")
-        body = {"generateContentRequest": {"model": model, **build_body(req)}}
+        body = {"generateContentRequest": {"model": model, **build_body(req, model=upstream_model)}}
         return UpstreamRequest("POST", self._url(endpoint, upstream_model, "countTokens"), self._headers(endpoint),
                                orjson.dumps(body))
 

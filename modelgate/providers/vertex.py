@@ -89,7 +89,7 @@ class VertexAdapter:
             method = "streamRawPredict" if req.stream else "rawPredict"
             url = f"{prefix}/anthropic/models/{quote(model, safe='-._@')}:{method}"
         else:
-            body = gemini.build_body(req, endpoint.options)
+            body = gemini.build_body(req, endpoint.options, model)
             method = "streamGenerateContent?alt=sse" if req.stream else "generateContent"
             url = f"{prefix}/google/models/{quote(model, safe='-._')}:{method}"
         return UpstreamRequest("POST", url, self._headers(endpoint, req.stream), orjson.dumps(body))
@@ -105,7 +105,7 @@ class VertexAdapter:
             body = {**anthropic_messages.count_body(req, model), "anthropic_version": VERTEX_ANTHROPIC_VERSION}
             url = f"{prefix}/anthropic/models/count-tokens:rawPredict"
         else:
-            body = {k: v for k, v in gemini.build_body(req, endpoint.options).items() if k in _GEMINI_COUNTED}
+            body = {k: v for k, v in gemini.build_body(req, endpoint.options, model).items() if k in _GEMINI_COUNTED}
             url = f"{prefix}/google/models/{quote(model, safe='-._')}:countTokens"
         return UpstreamRequest("POST", url, self._headers(endpoint, False), orjson.dumps(body))
 

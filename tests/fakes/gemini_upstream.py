@@ -7,10 +7,14 @@
   exactly as Google answers.
 - The "model" echoes the last user text; when tools are declared and the last
   user turn is not a function response it calls the first tool with `tool_args`.
+- The models of MODEL_RULES refuse what Google documents they do not take, in the service's words
+  (`generation_refusal`): thinking budgets out of range, levels, both at once, penalties, a conversation
+  that ends with the model, more than 5 stop sequences, an empty enum value.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -24,6 +28,70 @@ def google_error(code: int, status: str, message: str, details: list[Any] | None
     if details:
         err["details"] = details
     return {"error": err}
+
+
+@dataclass(frozen=True)
+class GeminiRules:
+    """One model as Google documents it (ai.google.dev thinking guide; the Agent Platform model pages, read
+    2026-11); the gateway reads the same from the model's generation (providers/gemini.gemini_model)."""
+
+    budget: tuple[int, int]  # the thinkingBudget range it takes (-1: dynamic, always taken)
+    budget_off: bool = True  # 0 turns thinking off
+    levels: frozenset[str] = frozenset()  # thinkingLevel values
+    prefill: bool = True  # a conversation that ends with the model
+
+
+_LEVELS = frozenset({"low", "medium", "high"})
+MODEL_RULES = {
+    "gemini-2.5-flash": GeminiRules((1, 24576)),
+    "gemini-2.5-flash-lite": GeminiRules((512, 24576)),
+    "gemini-2.5-pro": GeminiRules((128, 32768), budget_off=False),
+    "gemini-3.1-pro-preview": GeminiRules((128, 32768), budget_off=False, levels=_LEVELS),
+    "gemini-3.8-flash": GeminiRules((1, 24576), levels=_LEVELS, prefill=False),
+}
+
+
+def _empty_enum(schema: Any, path: str) -> str | None:
+    if isinstance(schema, dict):
+        for i, value in enumerate(schema.get("enum") or ()):
+            if value == "":
+                return f"{path}.enum[{i}]: cannot be empty"
+        for name, sub in (schema.get("properties") or {}).items():
+            if (found := _empty_enum(sub, f"{path}.properties[{name}]")) is not None:
+                return found
+        return _empty_enum(schema.get("items"), f"{path}.items")
+    return None
+
+
+def generation_refusal(model: str, body: dict[str, Any], rules: GeminiRules) -> str | None:
+    """The service's refusal of what `model` does not take (the words users quote: cited per rule)."""
+    config = body.get("generationConfig") or {}
+    thinking = config.get("thinkingConfig") or {}
+    budget, level = thinking.get("thinkingBudget"), thinking.get("thinkingLevel")
+    if budget is not None and level is not None:
+        return "You can only set only one of thinking budget and thinking level."  # sterlp/eclipse-peon-ai#115
+    if level is not None and not rules.levels:
+        return "thinking_level is not supported by this model"  # QwenLM/qwen-code#9094
+    if level is not None and level not in rules.levels:
+        return f"'{level}' is not a supported thinking level for this model. Allowed values are: medium, low, high."
+    if budget == 0 and not rules.budget_off:
+        return "Budget 0 is invalid. This model only works in thinking mode."  # vercel/ai#8027
+    if budget not in (None, -1, 0) and not rules.budget[0] <= budget <= rules.budget[1]:
+        return (f"The thinking budget {budget} is invalid. Please choose a value between {rules.budget[0]} and "
+                f"{rules.budget[1]}.")  # earendil-works/pi#2838
+    if "presencePenalty" in config or "frequencyPenalty" in config:
+        return f"Penalty is not enabled for models/{model}"  # BerriAI/litellm#32273
+    if len(config.get("stopSequences") or ()) > 5:
+        return (f"Unable to submit request because it has a stopSequences value of {len(config['stopSequences'])} "
+                "but the supported range is from 1 (inclusive) to 6 (exclusive). Update the value and try again.")
+    if not rules.prefill and body["contents"][-1]["role"] == "model":
+        return "Requests ending with a model turn are not supported."  # Zoo-Code-Org/Zoo-Code#1052
+    for t, tool in enumerate(body.get("tools") or ()):
+        for d, decl in enumerate(tool.get("functionDeclarations") or ()):
+            where = f"* GenerateContentRequest.tools[{t}].function_declarations[{d}].parameters"
+            if (found := _empty_enum(decl.get("parameters"), where)) is not None:
+                return found  # Kxiandaoyan/Memoh-v2#22
+    return None
 
 
 class FakeGemini(FakeUpstream):
@@ -116,6 +184,9 @@ class FakeGemini(FakeUpstream):
             return json_response(google_error(
                 400, "INVALID_ARGUMENT", "Unable to submit request because it has an empty text parameter. Add a value "
                 "to the parameter and try again."), 400)
+        rules = MODEL_RULES.get(model)
+        if rules is not None and (refusal := generation_refusal(model, body, rules)) is not None:
+            return json_response(google_error(400, "INVALID_ARGUMENT", refusal), 400)
         parts = self._answer(body)
         prompt_tokens = len(orjson.dumps(body["contents"])) // 4
         out_tokens = sum(len(orjson.dumps(p)) // 4 for p in parts)
