@@ -196,6 +196,15 @@ def classify(kind: str, status: int, body: dict | str, headers: dict | None = No
     return KINDS[kind].adapter.classify_error(status, raw, headers or {})
 
 
+def test_a_responses_only_model_on_chat_completions_is_no_missing_model():
+    # OpenAI's 404 for gpt-5-codex, gpt-5-pro on /v1/chat/completions (the model exists: the lifecycle
+    # probe must not count it missing)
+    error = classify("openai", 404, {"error": {
+        "message": "This model is only supported in v1/responses and not in v1/chat/completions.",
+        "type": "invalid_request_error", "param": "model", "code": None}})
+    assert error.error_type is ErrorType.INVALID_REQUEST
+
+
 def test_xai_bad_key_400_is_authentication():
     # continuedev/continue#10778, i-am-bee/beeai-framework#447: xAI's body for a bad key
     body = {"code": "Client specified an invalid argument",

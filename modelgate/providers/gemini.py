@@ -174,12 +174,13 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
         else:
             out[key] = value
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
-    if isinstance(values, list) and all(isinstance(v, str) for v in values):
-        values = [v for v in values if v]  # "enum[0]: cannot be empty" (Gemini 3; Kxiandaoyan/Memoh-v2#22)
     if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
         out["type"] = "STRING"
-        out["enum"] = values
-        out["format"] = "enum"
+        if "" in values:  # "enum[0]: cannot be empty" (Gemini 3; Kxiandaoyan/Memoh-v2#22)
+            values = [v for v in values if v] or None
+        if values:
+            out["enum"] = values
+            out["format"] = "enum"
     elif isinstance(schema.get("format"), str) and schema["format"] in _FORMATS.get(out.get("type", ""), ()):
         out["format"] = schema["format"]
     if "required" in out:

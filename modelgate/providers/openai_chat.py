@@ -110,7 +110,7 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
 def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
     # Argument-less tools (MCP servers') come as `{"type": "object"}`, which OpenAI refuses: "Invalid
     # schema for function 'X': In context=(), object schema missing properties."
-    if schema.get("type") == "object" and "properties" not in schema:
+    if "properties" not in schema and schema.get("type") == "object":
         return {**schema, "properties": {}}
     return schema
 
@@ -347,6 +347,10 @@ class OpenAIChatAdapter:
         lowered = f"{error_type} {code}".lower()
         if "insufficient_quota" in lowered or "billing" in lowered:
             error.error_type = ErrorType.QUOTA_EXCEEDED
+        elif "only supported in v1/responses" in message:
+            # A 404 of models served by the Responses API only (gpt-5-codex, gpt-5-pro): the model exists,
+            # so it is no missing model for the lifecycle probe to retire.
+            error.error_type = ErrorType.INVALID_REQUEST
         elif code == "model_not_found" or (status in (400, 404) and "model" in message.lower()
                                           and ("not exist" in message.lower() or "not found" in message.lower())):
             error.error_type = ErrorType.MODEL_NOT_FOUND
