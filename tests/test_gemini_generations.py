@@ -2,7 +2,8 @@
 
 Gemini 2.5 takes thinking as a budget within each model's range (Pro cannot turn it off), Gemini 3 as a
 level, and none of them a budget beside a level; from 2.5 penalties are refused, from 3.x a conversation
-that ends with the model; every model takes at most 5 stop sequences and no empty enum value. The fake
+that ends with the model; every model takes at most 5 stop sequences, fewer than 65,536 output tokens and no
+empty enum value. The fake
 refuses what Google documents per model (tests/fakes/gemini_upstream.MODEL_RULES).
 """
 
@@ -66,10 +67,11 @@ async def test_a_messages_client_s_thinking_and_stops_reach_every_generation(gat
     for model in MODELS:
         for thinking in ({"type": "enabled", "budget_tokens": 20000}, {"type": "enabled", "budget_tokens": 64000},
                          {"type": "disabled"}, {"type": "adaptive"}):
-            resp = await api.messages.create(
-                model=model, max_tokens=2000, thinking=thinking,  # type: ignore[arg-type]
-                stop_sequences=[f"STOP{i}" for i in range(7)], messages=[{"role": "user", "content": "hi"}])
-            assert resp.content[0].text == "Echo: hi", (model, thinking)  # type: ignore[union-attr]
+            async with api.messages.stream(
+                    model=model, max_tokens=128000, thinking=thinking,  # type: ignore[arg-type]
+                    stop_sequences=[f"STOP{i}" for i in range(7)], messages=[{"role": "user", "content": "hi"}]) as stream:
+                answer = await stream.get_final_message()
+            assert answer.content[-1].text == "Echo: hi", (model, thinking)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("model, budget, sent", [

@@ -1,4 +1,4 @@
-"""Messages clients (Claude Code) on OpenAI's models (providers/openai_reasoning.py, openai_chat.request_body).
+"""Messages clients (Claude Code) on OpenAI's models (providers/openai_models.py, openai_chat.request_body).
 
 OpenAI refuses a `user` over 64 characters (Claude Code's `metadata.user_id` is about 150), an object tool
 schema without properties (argument-less MCP tools), and, model by model, reasoning efforts, `stop`,
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from anthropic import AsyncAnthropic
 
-from modelgate.providers.openai_reasoning import reasoning_model
-from tests.fakes.openai_upstream import REASONING_RULES, FakeOpenAI
+from modelgate.providers.openai_models import reasoning_model
+from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, FakeOpenAI
 
 MODELS = tuple(REASONING_RULES)  # o3, o4-mini, gpt-5, gpt-5-mini, gpt-5.1, gpt-5.4, gpt-6-sol, gpt-5.2-chat-latest
 CLAUDE_CODE_USER = '{"device_id":"' + "a" * 64 + '","account_uuid":"4f1c0e9a-2b7d-4c55-9e0f-1a2b3c4d5e6f","session_id":"0b5e"}'
@@ -47,6 +47,21 @@ async def test_claude_code_s_requests_reach_every_openai_reasoning_generation(ga
             rules = REASONING_RULES.get(model)
             if rules is not None and "reasoning_effort" in sent:
                 assert sent["reasoning_effort"] in rules.efforts, model
+
+
+async def test_claude_code_s_max_tokens_reach_models_with_a_smaller_cap(gateway):
+    # Claude Code asks for 32,000 to 64,000 tokens; gpt-4o takes at most 16,384.
+    fake = await FakeOpenAI(models=tuple(OUTPUT_CAPS)).start()
+    try:
+        wired = await gateway.wire(fake.base_url, list(OUTPUT_CAPS), kind="openai", name="openai")
+        api = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+        for model, cap in OUTPUT_CAPS.items():
+            async with api.messages.stream(model=model, max_tokens=64000,
+                                           messages=[{"role": "user", "content": "hi"}]) as stream:
+                assert (await stream.get_final_message()).content[0].text == "Echo: hi", model  # type: ignore[union-attr]
+            assert fake.last.json()["max_tokens"] == cap, model
+    finally:
+        await fake.close()
 
 
 async def test_the_end_user_id_stays_one_stable_id(gateway, openai_upstream):

@@ -200,6 +200,9 @@ _GENERATION = re.compile(r"gemini-(\d+)(?:\.(\d+))?-([a-z]+(?:-lite)?)")
 _BUDGETS = {"pro": (128, 32768, False), "flash": (1, 24576, True), "flash-lite": (512, 24576, True)}
 # Levels by effort: Gemini 3 takes low, medium and high on every model (minimal only on some Flash models).
 _LEVEL = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+# "…maxOutputTokens value of 65536 but the supported range is from 1 (inclusive) to 65536 (exclusive)"
+# (BerriAI/litellm#10548); Claude clients ask for up to 128,000.
+MAX_OUTPUT_TOKENS = 65535
 MAX_STOP_SEQUENCES = 5  # "the supported range is from 1 (inclusive) to 6 (exclusive)" (continuedev/continue#7849)
 
 
@@ -353,7 +356,7 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None, model
         body["systemInstruction"] = {"parts": system}
     gen: dict[str, Any] = {}
     for key, value in (
-        ("maxOutputTokens", req.max_tokens),
+        ("maxOutputTokens", min(req.max_tokens, MAX_OUTPUT_TOKENS) if req.max_tokens else req.max_tokens),
         ("temperature", req.temperature),
         ("topP", req.top_p),
         ("topK", req.top_k),

@@ -34,7 +34,7 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
-from modelgate.providers.openai_reasoning import reasoning_model
+from modelgate.providers.openai_models import output_cap, reasoning_model
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -135,10 +135,11 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
                  reasoning: bool = False) -> dict[str, Any]:
     """`reasoning`: the target is a reasoning model: `max_completion_tokens` instead of `max_tokens`
     (which they refuse), `reasoning_effort`, and no sampling parameters; an OpenAI model known by name
-    gets what its generation takes (providers/openai_reasoning.py)."""
+    gets what its generation takes (providers/openai_models.py)."""
     body: dict[str, Any] = {"model": upstream_model, "messages": messages_to_openai(req, replay_reasoning)}
     if req.max_tokens is not None:
-        body["max_completion_tokens" if reasoning else "max_tokens"] = req.max_tokens
+        cap = None if reasoning else output_cap(upstream_model)
+        body["max_completion_tokens" if reasoning else "max_tokens"] = min(req.max_tokens, cap or req.max_tokens)
     model = reasoning_model(upstream_model) if reasoning else None
     effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
     if model is not None:

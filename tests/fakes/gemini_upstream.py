@@ -9,7 +9,7 @@
   user turn is not a function response it calls the first tool with `tool_args`.
 - The models of MODEL_RULES refuse what Google documents they do not take, in the service's words
   (`generation_refusal`): thinking budgets out of range, levels, both at once, penalties, a conversation
-  that ends with the model, more than 5 stop sequences, an empty enum value.
+  that ends with the model, more than 5 stop sequences, 65,536 output tokens or more, an empty enum value.
 """
 
 from __future__ import annotations
@@ -81,6 +81,9 @@ def generation_refusal(model: str, body: dict[str, Any], rules: GeminiRules) -> 
                 f"{rules.budget[1]}.")  # earendil-works/pi#2838
     if "presencePenalty" in config or "frequencyPenalty" in config:
         return f"Penalty is not enabled for models/{model}"  # BerriAI/litellm#32273
+    if config.get("maxOutputTokens", 1) >= 65536:
+        return (f"Unable to submit request because it has a maxOutputTokens value of {config['maxOutputTokens']} but "
+                "the supported range is from 1 (inclusive) to 65536 (exclusive). Update the value and try again.")
     if len(config.get("stopSequences") or ()) > 5:
         return (f"Unable to submit request because it has a stopSequences value of {len(config['stopSequences'])} "
                 "but the supported range is from 1 (inclusive) to 6 (exclusive). Update the value and try again.")

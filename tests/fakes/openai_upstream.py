@@ -7,7 +7,8 @@ and their typed stream events (checked against the official SDK's types in
 tests/test_responses_codec.py), and error bodies
 `{"error": {"message", "type", "param", "code"}}`.
 
-Refusals beyond the field checks, in the service's words: a `user` over 64 characters, an object tool schema
+Refusals beyond the field checks, in the service's words: more max tokens than the model's OUTPUT_CAPS, a
+`user` over 64 characters, an object tool schema
 without properties, and for the reasoning models of REASONING_RULES what their generation does not take
 (effort levels, `stop`, `parallel_tool_calls`, function tools beside an effort, sampling settings).
 
@@ -37,7 +38,7 @@ class ReasoningRules:
     supported reasoning values ... are none, low, medium, and high", "All models before gpt-5.1 ... do not
     support none", "xhigh is supported for all models after gpt-5.1-codex-max"; Azure's reasoning how-to:
     "minimal isn't supported with gpt-5.1 or greater"). This table is the documents' list; the gateway reads
-    the same from the name's generation (providers/openai_reasoning.py)."""
+    the same from the name's generation (providers/openai_models.py)."""
 
     efforts: frozenset[str]
     stop: bool = True
@@ -55,6 +56,8 @@ REASONING_RULES = {
     "gpt-6-sol": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"}), tools_with_effort=False),
     "gpt-5.2-chat-latest": ReasoningRules(frozenset({"medium"})),
 }
+# OpenAI's model pages: the most completion tokens each takes.
+OUTPUT_CAPS = {"gpt-4o": 16384, "gpt-4o-mini": 16384, "gpt-4.1": 32768, "gpt-4.1-mini": 32768, "gpt-3.5-turbo": 4096}
 _UNSUPPORTED = "Unsupported parameter: '{}' is not supported with this model."  # o3, o4-mini, gpt-5-mini reports
 
 
@@ -179,6 +182,10 @@ class FakeOpenAI(FakeUpstream):
             return openai_error(400, "Unsupported parameter: 'max_tokens' is not supported with this model. "
                                      "Use 'max_completion_tokens' instead.", "invalid_request_error",
                                 "unsupported_parameter")
+        most, asked = OUTPUT_CAPS.get(model), body.get("max_tokens") or body.get("max_completion_tokens")
+        if most is not None and isinstance(asked, int) and asked > most:
+            return openai_error(400, f"max_tokens is too large: {asked}. This model supports at most {most} completion "
+                                f"tokens, whereas you provided {asked}.", "invalid_request_error", "invalid_value")
         if isinstance(body.get("user"), str) and len(body["user"]) > 64:
             # the service's words (BerriAI/litellm's tests; proxies of Claude Code's metadata.user_id)
             return openai_error(400, "Invalid 'user': string too long. Expected a string with maximum length 64, "

@@ -1,6 +1,10 @@
-"""What OpenAI's reasoning models take on Chat Completions, read from the model name.
+"""What OpenAI's models take on Chat Completions, read from the model name.
 
-The rules differ by generation (OpenAI's API reference for `reasoning_effort`, its reasoning guide, and
+Output caps: a converted request's max tokens are cut to the model's (OpenAI's model pages: gpt-4o and
+gpt-4o-mini 16,384, gpt-4.1 32,768, gpt-4-turbo and gpt-3.5-turbo 4,096); Claude Code asks for 32,000 to
+64,000 ("max_tokens is too large: 32000. This model supports at most 16384 completion tokens").
+
+Reasoning models' rules differ by generation (OpenAI's API reference for `reasoning_effort`, its reasoning guide, and
 Azure's reasoning how-to, read 2026-11; the refusals in the tests' fake quote the service):
 - the o-series: efforts low, medium and high; no `stop`, no `parallel_tool_calls`;
 - gpt-5: minimal, low, medium and high (no `none`); no `stop`;
@@ -45,6 +49,18 @@ _GPT_5 = ReasoningModel(("minimal", "low", "medium", "high"), takes_stop=False)
 _GPT_5_1 = ReasoningModel(("none", "low", "medium", "high"))
 _GPT_5_4 = ReasoningModel(("none", "low", "medium", "high", "xhigh"), tools_without_effort=True)
 _CHAT = ReasoningModel(())
+
+
+# Checked in order: the first pattern that matches the start of the name gives its cap.
+_OUTPUT_CAPS = ((re.compile(r"gpt-4o|chatgpt-4o"), 16384), (re.compile(r"gpt-4\.1"), 32768),
+                (re.compile(r"gpt-4-turbo|gpt-4-\d{4}|gpt-3\.5"), 4096))
+
+
+@functools.lru_cache(maxsize=1024)
+def output_cap(name: str) -> int | None:
+    """The most completion tokens a non-reasoning OpenAI model takes, None where the name is unknown."""
+    base = name.lower().rsplit("/", 1)[-1]
+    return next((cap for pattern, cap in _OUTPUT_CAPS if pattern.match(base)), None)
 
 
 @functools.lru_cache(maxsize=1024)
