@@ -230,6 +230,20 @@ async def test_a_chat_history_that_ends_with_the_assistant_reaches_every_generat
         assert last["role"] == ("assistant" if MODEL_RULES[model].prefill else "user"), model
 
 
+async def test_a_client_s_max_tokens_are_cut_to_what_the_generation_gives(gateway, claude_upstream):
+    # Claude Code asks for 128,000 behind an alias that may serve an older Claude (64,000; Opus 4.1 32,000).
+    wired = await gateway.wire(claude_upstream.base_url, list(MODELS), kind="anthropic", upstream_keys=(API_KEY,),
+                               name="claude")
+    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
+    for model in MODELS:
+        resp = await api.chat.completions.create(model=model, max_tokens=128000,
+                                                 messages=[{"role": "user", "content": "hi"}])
+        assert resp.choices[0].message.content == "Echo: hi", model
+        assert claude_upstream.last.json()["max_tokens"] == MODEL_RULES[model].max_output, model
+    through_bedrock = converse(chat(max_tokens=128000), "anthropic.claude-opus-4-1-20250805-v1:0")
+    assert through_bedrock["inferenceConfig"]["maxTokens"] == 32000
+
+
 def test_effort_none_turns_thinking_off_or_to_the_least_where_it_cannot_be():
     assert "thinking" not in messages_body(chat(reasoning_effort="none"), "claude-sonnet-4-5")
     assert "output_config" not in messages_body(chat(reasoning_effort="none"), "claude-opus-4-8")

@@ -69,6 +69,18 @@ class Generation:
         return self.version >= (4, 6)
 
     @property
+    def max_output(self) -> int:
+        """The most output tokens it takes ("max_tokens: 128000 > 64000, which is the maximum allowed number of
+        output tokens for claude-3-7-sonnet-20250219"; the vendor's models overview)."""
+        if self.version < (3, 5):
+            return 4096
+        if self.version < (3, 7):
+            return 8192
+        if self.version < (4, 6):
+            return 32000 if self.family == "opus" and self.version < (4, 5) else 64000
+        return 128000
+
+    @property
     def refuses_prefill(self) -> bool:
         return self.version >= (4, 6)
 
@@ -119,6 +131,10 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
     if gen is None:
         fields = {"thinking": thinking} if (thinking := thinking_field(req.thinking_budget)) is not None else {}
         return _one_sampling_knob(req), fields
+    if req.max_tokens is not None and req.max_tokens > gen.max_output:
+        # a client that asks more of this model than it gives (Claude Code's 128,000 behind an alias of another
+        # generation, a chat client's own limit)
+        req = dataclasses.replace(req, max_tokens=gen.max_output)
     if gen.refuses_forced_tools and req.tool_choice is not None and req.tool_choice.mode in _FORCED:
         req = dataclasses.replace(req, tool_choice=ToolChoice("auto", parallel=req.tool_choice.parallel))
     if gen.adaptive:

@@ -24,7 +24,7 @@ Refusals beyond the field checks, as the vendor's: empty or blank text blocks, t
 `^[a-zA-Z0-9_-]+$`, tool_use or tool_result blocks in a request without tools, tool_choice without tools,
 temperature with top_p on the models that take one of them, an empty or whitespace-only stop sequence.
 For the models of MODEL_RULES, also what each generation refuses (`generation_refusal`): thinking types,
-sampling settings, forced tool use and effort levels; thinking it is asked for (or does by default) opens
+sampling settings, forced tool use, effort levels, more max_tokens than the model gives; thinking it is asked for (or does by default) opens
 the answer, signed, its text left out where the model's `display` omits it.
 """
 
@@ -127,16 +127,18 @@ class ModelRules:
     efforts: frozenset[str] = frozenset()  # `output_config.effort` levels
     display: str = "summarized"  # the default `thinking.display`
     prefill: bool = True  # a conversation that ends with the assistant
+    max_output: int = 128000  # the most max_tokens it takes
 
 
-_MANUAL = ModelRules(frozenset({"enabled", "disabled"}))
+_MANUAL = ModelRules(frozenset({"enabled", "disabled"}), max_output=64000)
 _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 _OPUS_4_7 = ModelRules(frozenset({"adaptive", "disabled"}), fixed_sampling=True, efforts=_EFFORTS, display="omitted",
                        prefill=False)
 _ALWAYS_THINKS = ModelRules(frozenset({"adaptive"}), thinks_by_default=True, fixed_sampling=True, forced_tools=False,
                             efforts=_EFFORTS, display="omitted", prefill=False)
 MODEL_RULES = {
-    "claude-sonnet-4-5": _MANUAL, "claude-haiku-4-5": _MANUAL, "claude-opus-4-1": _MANUAL,
+    "claude-sonnet-4-5": _MANUAL, "claude-haiku-4-5": _MANUAL,
+    "claude-opus-4-1": ModelRules(frozenset({"enabled", "disabled"}), max_output=32000),
     "claude-sonnet-4-6": ModelRules(frozenset({"enabled", "adaptive", "disabled"}),
                                     efforts=frozenset({"low", "medium", "high", "max"}), prefill=False),
     "claude-opus-4-7": _OPUS_4_7, "claude-opus-4-8": _OPUS_4_7,
@@ -158,6 +160,10 @@ def thinking_on(body: dict[str, Any], rules: ModelRules) -> bool:
 def generation_refusal(body: dict[str, Any], rules: ModelRules) -> str | None:
     """The vendor's refusal of what this model does not take, in its words (the API's error reference;
     observed messages where cited)."""
+    if isinstance(body.get("max_tokens"), int) and body["max_tokens"] > rules.max_output:
+        # the vendor's words (anthropics/claude-code#24451, OpenHands/OpenHands#11090)
+        return (f"max_tokens: {body['max_tokens']} > {rules.max_output}, which is the maximum allowed number of output "
+                f"tokens for {SNAPSHOTS.get(body['model'], body['model'])}")
     if not rules.prefill and (body["messages"][-1:] or [{}])[0].get("role") == "assistant":
         # the vendor's words (Coneja-Chibi/TunnelVision#5; Sonnet 4.6 and 5, Opus 4.6 to 4.8 in reports)
         return "This model does not support assistant message prefill. The conversation must end with a user message."
