@@ -132,6 +132,20 @@ async def test_a_chat_agent_loop_goes_on_with_reasoning_on_every_generation(gate
         assert second.choices[0].message.content == "Tool results: a server in front", model
 
 
+async def test_a_chat_agent_loop_s_tool_less_last_call_keeps_its_reasoning(gateway, claude_upstream):
+    # The loop's last call offers no tools: its history goes as text, so no tool turn needs signed thinking.
+    api = await chat_client(gateway, claude_upstream)
+    history = [{"role": "user", "content": "lookup gateway"},
+               {"role": "assistant", "content": None, "tool_calls": [
+                   {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "call_1", "content": "a server in front"},
+               {"role": "user", "content": "sum it up"}]
+    resp = await api.chat.completions.create(model="claude-sonnet-4-5", reasoning_effort="low", messages=history)  # type: ignore[arg-type]
+    reasoning = getattr(resp.choices[0].message, "reasoning_content", None) or ""
+    assert reasoning.startswith("Thinking about:") and reasoning.endswith("sum it up")
+    assert claude_upstream.last.json()["thinking"]["type"] == "enabled"
+
+
 async def test_a_responses_agent_keeps_manual_thinking_through_its_tool_loop(gateway, claude_upstream):
     # A Responses client (Codex) sends the reasoning back, signed, as `encrypted_content`: the tool loop's
     # next turn opens with the model's own thinking, so it keeps thinking on.

@@ -172,10 +172,10 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
 
 def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     """The vendor request body for an IR request."""
-    req, thinking_fields = claude.shaped(req, upstream_model, DEFAULT_MAX_TOKENS)
     if not req.tools:
         # "Requests which include `tool_use` or `tool_result` blocks must define tools."
         req = req.with_tool_turns_as_text()
+    req, thinking_fields = claude.shaped(req, upstream_model, DEFAULT_MAX_TOKENS)
     messages: list[dict[str, Any]] = []
     for message in req.messages:
         role = "assistant" if message.role == "assistant" else "user"

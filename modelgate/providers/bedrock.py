@@ -199,15 +199,15 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
                ) -> dict[str, Any]:
     """`extra_fields`: the provider record's `additional_model_request_fields` (e.g. Claude's
     `thinking`), sent as Converse's additionalModelRequestFields."""
+    offers_tools = bool(req.tools) and (req.tool_choice is None or req.tool_choice.mode != "none")  # no `none`
+    if not offers_tools:
+        # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
+        req = req.with_tool_turns_as_text()
     claude_model = "anthropic." in model
     thinking_fields: dict[str, Any] = {}
     if claude_model:
         req, thinking_fields = claude.shaped(req, model, DEFAULT_MAX_TOKENS)
     choice = req.tool_choice
-    offers_tools = bool(req.tools) and (choice is None or choice.mode != "none")  # Converse has no `none`
-    if not offers_tools:
-        # "The toolConfig field must be defined when using toolUse and toolResult content blocks."
-        req = req.with_tool_turns_as_text()
     messages: list[dict[str, Any]] = []
     for msg in req.messages:
         blocks = _blocks(msg, claude_model)
