@@ -345,9 +345,10 @@ def test_gemini_thinking_from_a_chat_clients_reasoning_effort():
     assert gemini.build_body(ir)["generationConfig"]["thinkingConfig"] == {"thinkingBudget": 0}
 
 
-def thinking_request(thinking: dict | None) -> ChatRequest:
+def thinking_request(thinking: dict | None, stream: bool = False) -> ChatRequest:
     extra = {"thinking": thinking} if thinking else {}
-    return messages.to_ir({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "q"}], **extra})
+    return messages.to_ir({"model": "m", "max_tokens": 100, "stream": stream, "messages": [{"role": "user", "content": "q"}],
+                           **extra})
 
 
 @pytest.mark.parametrize("kind", ["zhipu", "moonshot"])
@@ -377,8 +378,15 @@ def test_no_thinking_request_leaves_the_provider_default(kind):
     ({"type": "disabled"}, {"enable_thinking": False}),
 ])
 def test_dashscope_thinking_switch(thinking, expected):
-    sent = adapter_body("dashscope", thinking_request(thinking))
+    sent = adapter_body("dashscope", thinking_request(thinking, stream=True))
     assert {k: sent[k] for k in ("enable_thinking", "thinking_budget") if k in sent} == expected
+
+
+@pytest.mark.parametrize("options", [{}, {"enable_thinking": True, "thinking_budget": 4096}])
+def test_dashscope_thinks_only_on_streams(options):
+    # "parameter.enable_thinking must be set to false for non-streaming calls" (DashScope's error codes)
+    sent = adapter_body("dashscope", thinking_request({"type": "enabled", "budget_tokens": 2048}), options=options)
+    assert sent["enable_thinking"] is False and "thinking_budget" not in sent
 
 
 def test_responses_effort_none_turns_zhipu_thinking_off():

@@ -77,6 +77,8 @@ class CompatChatAdapter(OpenAIChatAdapter):
         sources: bool = False,
         clamp: Callable[[dict[str, Any]], None] | None = None,
         thinking: Callable[[ChatRequest], dict[str, Any]] | None = None,
+        messages: Callable[[list[Any]], list[Any]] | None = None,
+        forced_tools: bool = True,
     ) -> None:
         self.renames = dict(renames or {})  # IR chat field -> the provider's name for it
         self.drop = drop  # fields the provider rejects
@@ -94,6 +96,9 @@ class CompatChatAdapter(OpenAIChatAdapter):
         self.sources = sources
         self.clamp = clamp  # brings sampling values into the range the provider accepts
         self.thinking = thinking  # the provider's thinking switch as body fields, from the client's request
+        self.messages = messages  # brings the conversation into the shape the provider accepts
+        self.forced_tools = forced_tools  # False: a forced tool choice is refused (thinking on by default)
+
     def _adjust(self, body: dict[str, Any], endpoint: Endpoint) -> dict[str, Any]:
         for name in self.body_options:
             if name in endpoint.options and name not in body:
@@ -102,6 +107,10 @@ class CompatChatAdapter(OpenAIChatAdapter):
             _map_tool_ids(body.get("messages"), self.tool_id)
         if self.clamp is not None:
             self.clamp(body)
+        if self.messages is not None and isinstance(body.get("messages"), list):
+            body["messages"] = self.messages(body["messages"])
+        if not self.forced_tools and (body.get("tool_choice") == "required" or isinstance(body.get("tool_choice"), dict)):
+            body["tool_choice"] = "auto"
         for old, new in self.renames.items():
             if old in body:
                 body[new] = body.pop(old)
@@ -124,7 +133,7 @@ class CompatChatAdapter(OpenAIChatAdapter):
     ) -> UpstreamRequest:
         up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers)
         if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id or self.clamp
-                or any(name in endpoint.options for name in self.body_options)):
+                or self.messages or not self.forced_tools or any(name in endpoint.options for name in self.body_options)):
             return up
         up.body = orjson.dumps(self._adjust(orjson.loads(up.body or b"{}"), endpoint))
         return up
@@ -176,6 +185,53 @@ def dashscope_thinking(req: ChatRequest) -> dict[str, Any]:
     if wanted and req.thinking_budget and req.thinking_budget > 0:
         fields["thinking_budget"] = req.thinking_budget
     return fields
+
+
+def dashscope_streaming_thinking(body: dict[str, Any]) -> None:
+    """DashScope thinks only on streams: "parameter.enable_thinking must be set to false for non-streaming
+    calls" (its error-code reference)."""
+    if body.get("enable_thinking") and not body.get("stream"):
+        body["enable_thinking"] = False
+        body.pop("thinking_budget", None)
+
+
+def _text_of(content: Any) -> str | None:
+    """The text of a message's content, None where it holds more than text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text" for p in content):
+        return "\n".join(str(p.get("text", "")) for p in content)
+    return None
+
+
+def user_text_into_tool_results(messages: list[Any]) -> list[Any]:
+    """Mistral refuses a user turn right after tool results ("Unexpected role 'user' after role 'tool'",
+    NousResearch/hermes-agent#20154), which messages clients send (Claude Code's reminders beside its tool
+    results): such a turn's text is appended to the last result."""
+    out: list[Any] = []
+    for message in messages:
+        previous = out[-1] if out else None
+        if (isinstance(message, dict) and message.get("role") == "user" and isinstance(previous, dict)
+                and previous.get("role") == "tool" and isinstance(previous.get("content"), str)
+                and (text := _text_of(message.get("content"))) is not None):
+            out[-1] = {**previous, "content": f"{previous['content']}\n\n{text}" if previous["content"] else text}
+        else:
+            out.append(message)
+    return out
+
+
+def one_system_message(messages: list[Any]) -> list[Any]:
+    """MiniMax takes one system message, first ("invalid params, invalid chat setting (2013)" for two,
+    openclaw/openclaw#19386; "invalid message role: system" later on): the leading ones are joined, later
+    ones become user turns."""
+    leading: list[str] = []
+    start = 0
+    while start < len(messages) and isinstance(messages[start], dict) and messages[start].get("role") == "system":
+        if (text := _text_of(messages[start].get("content"))) is not None:
+            leading.append(text)
+        start += 1
+    rest = [{**m, "role": "user"} if isinstance(m, dict) and m.get("role") == "system" else m for m in messages[start:]]
+    return ([{"role": "system", "content": "\n\n".join(leading)}] if leading else []) + rest
 
 
 def zhipu_sampling(body: dict[str, Any]) -> None:

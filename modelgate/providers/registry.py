@@ -28,10 +28,13 @@ from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter, OpenAIPlatformAdapter
 from modelgate.providers.openai_compat import (
     CompatChatAdapter,
+    dashscope_streaming_thinking,
     dashscope_thinking,
     minimax_sampling,
     mistral_tool_id,
+    one_system_message,
     thinking_type,
+    user_text_into_tool_results,
     zhipu_sampling,
 )
 from modelgate.providers.openai_responses import ResponsesPassThrough, azure_url, openai_url
@@ -122,14 +125,17 @@ KINDS: dict[str, ProviderKind] = {
                      "https://docs.cohere.com/reference/chat"),
         ProviderKind("mistral", "Mistral AI",
                      # Mistral names the seed `random_seed`, has no `user`, reports stream usage unasked,
-                     # and takes only 9-character tool-call ids.
+                     # takes only 9-character tool-call ids and no user turn right after tool results.
                      CompatChatAdapter(renames={"seed": "random_seed"}, drop=("user",), stream_usage_option=False,
                                        error_codes={"invalid_model": _NOT_FOUND}, tool_id=mistral_tool_id,
+                                       messages=user_text_into_tool_results,
                                        finish_reasons={"model_length": "length", "error": _UPSTREAM}),
                      "https://api.mistral.ai/v1", "https://docs.mistral.ai/api/"),
         ProviderKind("deepseek", "DeepSeek",
-                     # Thinking mode with tools needs the reasoning of tool-call turns sent back.
-                     CompatChatAdapter(replay_reasoning=True,
+                     # Thinking mode with tools needs the reasoning of tool-call turns sent back; it is on by
+                     # default on V4 and refuses a forced tool choice ("Thinking mode does not support this
+                     # tool_choice", deepseek-ai/DeepSeek-V3#1376).
+                     CompatChatAdapter(replay_reasoning=True, forced_tools=False,
                                        finish_reasons={"insufficient_system_resource": ErrorType.SERVICE_UNAVAILABLE}),
                      "https://api.deepseek.com",
                      "https://api-docs.deepseek.com/api/create-chat-completion"),
@@ -149,8 +155,11 @@ KINDS: dict[str, ProviderKind] = {
                                        finish_reasons={"error": _UPSTREAM}, body_options=("provider",)),
                      "https://openrouter.ai/api/v1", "https://openrouter.ai/docs/api-reference/chat-completion"),
         ProviderKind("xai", "xAI",
-                     # xAI answers a bad or revoked key with HTTP 400 "Incorrect API key provided".
-                     CompatChatAdapter(auth_hints=("incorrect api key", "incorrect%20api%20key")),
+                     # xAI answers a bad or revoked key with HTTP 400 "Incorrect API key provided". Its reasoning
+                     # models (grok-4 on) refuse `stop` and penalties ("Model grok-4.5 does not support parameter
+                     # stop.") and most of them `reasoning_effort` (docs.x.ai, reasoning).
+                     CompatChatAdapter(auth_hints=("incorrect api key", "incorrect%20api%20key"),
+                                       drop=("stop", "presence_penalty", "frequency_penalty", "reasoning_effort")),
                      "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
         ProviderKind("perplexity", "Perplexity",
                      # Usage comes on the stream's chunks without asking; search results become text.
@@ -158,9 +167,13 @@ KINDS: dict[str, ProviderKind] = {
                                        sources=True),
                      "https://api.perplexity.ai", "https://docs.perplexity.ai/api-reference/chat-completions-post"),
         ProviderKind("moonshot", "Moonshot AI (Kimi)",
+                     # Kimi K2.6 and K3 fix their sampling ("invalid temperature: only 1 is allowed for this
+                     # model") and refuse a forced tool choice while thinking (platform.kimi.ai, Tool Choice).
                      CompatChatAdapter(error_codes={"exceeded_current_quota_error": _QUOTA,
                                                     "content_filter": _INVALID},
-                                       replay_reasoning=True, body_options=("thinking",), thinking=thinking_type),
+                                       replay_reasoning=True, body_options=("thinking",), thinking=thinking_type,
+                                       drop=("temperature", "top_p", "presence_penalty", "frequency_penalty"),
+                                       forced_tools=False),
                      "https://api.moonshot.cn/v1", "https://platform.moonshot.cn/docs/api/chat",
                      base_url_note="international platform: https://api.moonshot.ai/v1"),
         ProviderKind("zhipu", "Zhipu AI (GLM)",
@@ -170,14 +183,18 @@ KINDS: dict[str, ProviderKind] = {
                          "1113": _QUOTA, "1211": _NOT_FOUND, "1301": _INVALID,
                          "1302": _RATE, "1303": _RATE, "1305": _RATE},
                          finish_reasons={"sensitive": "content_filter", "network_error": _UPSTREAM},
-                         clamp=zhipu_sampling, body_options=("thinking",), thinking=thinking_type),
+                         clamp=zhipu_sampling, body_options=("thinking",), thinking=thinking_type,
+                         forced_tools=False),  # "Tool choice must be auto" (vectorize-io/hindsight#4246)
                      "https://open.bigmodel.cn/api/paas/v4", "https://docs.bigmodel.cn/api-reference",
                      base_url_note="international platform: https://api.z.ai/api/paas/v4"),
         ProviderKind("dashscope", "Alibaba Cloud Model Studio (DashScope)",
                      CompatChatAdapter(error_codes={"Arrearage": _QUOTA, "data_inspection_failed": _INVALID,
                                                     "DataInspectionFailed": _INVALID},
                                        body_options=("enable_thinking", "thinking_budget"),
-                                       thinking=dashscope_thinking),
+                                       thinking=dashscope_thinking, clamp=dashscope_streaming_thinking,
+                                       # "The tool_choice parameter does not support being set to required or
+                                       # object in thinking mode" (cloudwego/eino#994)
+                                       forced_tools=False),
                      "https://dashscope.aliyuncs.com/compatible-mode/v1",
                      "https://help.aliyun.com/zh/model-studio/compatibility-of-openai-with-dashscope",
                      base_url_note="international: https://dashscope-intl.aliyuncs.com/compatible-mode/v1"),
@@ -187,7 +204,8 @@ KINDS: dict[str, ProviderKind] = {
                      base_url_note="international: https://api.siliconflow.com/v1"),
         ProviderKind("minimax", "MiniMax",
                      # MiniMax error codes (platform.minimax.io "Error Codes"), also sent with HTTP 200.
-                     CompatChatAdapter(clamp=minimax_sampling, body_options=("reasoning_split",), error_codes={
+                     CompatChatAdapter(clamp=minimax_sampling, body_options=("reasoning_split",),
+                                       messages=one_system_message, error_codes={
                          "1002": _RATE, "1004": _AUTH, "2049": _AUTH, "1008": _QUOTA,
                          "1026": _INVALID, "1027": _INVALID, "1039": _INVALID, "2013": _INVALID}),
                      "https://api.minimax.io/v1", "https://platform.minimax.io/docs/api-reference/text-openai-api",
