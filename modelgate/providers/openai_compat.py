@@ -195,7 +195,7 @@ def dashscope_streaming_thinking(body: dict[str, Any]) -> None:
         body.pop("thinking_budget", None)
 
 
-def _text_of(content: Any) -> str | None:
+def _content_text(content: Any) -> str | None:
     """The text of a message's content, None where it holds more than text."""
     if isinstance(content, str):
         return content
@@ -213,7 +213,7 @@ def user_text_into_tool_results(messages: list[Any]) -> list[Any]:
         previous = out[-1] if out else None
         if (isinstance(message, dict) and message.get("role") == "user" and isinstance(previous, dict)
                 and previous.get("role") == "tool" and isinstance(previous.get("content"), str)
-                and (text := _text_of(message.get("content"))) is not None):
+                and (text := _content_text(message.get("content"))) is not None):
             out[-1] = {**previous, "content": f"{previous['content']}\n\n{text}" if previous["content"] else text}
         else:
             out.append(message)
@@ -227,7 +227,7 @@ def one_system_message(messages: list[Any]) -> list[Any]:
     leading: list[str] = []
     start = 0
     while start < len(messages) and isinstance(messages[start], dict) and messages[start].get("role") == "system":
-        if (text := _text_of(messages[start].get("content"))) is not None:
+        if (text := _content_text(messages[start].get("content"))) is not None:
             leading.append(text)
         start += 1
     rest = [{**m, "role": "user"} if isinstance(m, dict) and m.get("role") == "system" else m for m in messages[start:]]
