@@ -168,6 +168,24 @@ async def test_a_responses_agent_keeps_manual_thinking_through_its_tool_loop(gat
     assert sent["messages"][1]["content"][0]["type"] == "thinking"
 
 
+async def test_a_responses_agent_s_tool_less_last_call_reaches_a_model_that_binds_its_thinking(gateway, claude_upstream):
+    # Opus 5.5 binds its thinking to the conversation, tools included: once the last call offers none, the
+    # history's signed thinking would be refused ("The block is bound to a different conversation.").
+    wired = await gateway.wire(claude_upstream.base_url, ["claude-opus-5-5"], kind="anthropic",
+                               upstream_keys=(API_KEY,), name="claude")
+    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
+    tools = [{"type": "function", "name": "lookup", "parameters": LOOKUP["function"]["parameters"]}]
+    first = await api.responses.create(model="claude-opus-5-5", input="lookup gateway", tools=tools,  # type: ignore[arg-type]
+                                       reasoning={"effort": "medium"}, include=["reasoning.encrypted_content"])
+    call = next(item for item in first.output if item.type == "function_call")
+    last = await api.responses.create(
+        model="claude-opus-5-5", reasoning={"effort": "medium"},
+        input=[{"role": "user", "content": "lookup gateway"}, *[item.model_dump(exclude_none=True) for item in first.output],  # type: ignore[list-item]
+               {"type": "function_call_output", "call_id": call.call_id, "output": "a server in front"},
+               {"role": "user", "content": "sum it up"}])
+    assert last.output_text.startswith("Echo:")
+
+
 # --- Bedrock: the same rules inside Converse -----------------------------------------------------
 
 

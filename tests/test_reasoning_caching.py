@@ -200,8 +200,9 @@ def test_bedrock_reasoning_reaches_a_messages_client_signed_and_goes_back_byte_f
     thinking, redacted, _ = client_view["content"]
     assert thinking == {"type": "thinking", "thinking": "Think: 2+2.", "signature": "EqQBCkYIARgCIkBsig+/=="}
     assert redacted == {"type": "redacted_thinking", "data": "UmVkYWN0ZWQ=="}
-    # The client sends the assistant turn back as it got it, with the tool's result.
-    replay = messages.to_ir({"model": "claude", "max_tokens": 100, "messages": [
+    # The client sends the assistant turn back as it got it, with the tool's result (and its tools).
+    replay = messages.to_ir({"model": "claude", "max_tokens": 100, "tools": [
+        {"name": "Bash", "description": "Run a command", "input_schema": SCHEMA}], "messages": [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": client_view["content"]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tooluse_1", "content": "a.py"}]}]})

@@ -223,7 +223,9 @@ class ChatRequest:
         """This request with the tool calls and results of its history written as text: for wire
         formats that refuse tool blocks in a request that offers the model no tools (a chat client's
         last, tool-less call of an agent loop; `tool_choice: none` where the format has no such
-        choice). Results become user turns; their images stay."""
+        choice). Results become user turns; their images stay. Signed thinking goes: the vendor binds it
+        to the conversation it was made in (Claude from Opus 5.5 refuses it once the tools changed), and
+        older models drop earlier turns' thinking anyway."""
         if not any(isinstance(part, (ToolCall, ToolResult)) for message in self.messages for part in message.parts):
             return self
         messages: list[Message] = []
@@ -237,7 +239,7 @@ class ChatRequest:
                     head = f"[result of tool call {part.tool_call_id}{' (an error)' if part.is_error else ''}]"
                     parts.append(TextPart("\n".join([head, *texts]) if texts else f"{head} (no output)"))
                     parts.extend(p for p in part.content if isinstance(p, ImagePart))
-                else:
+                elif not isinstance(part, ThinkingPart):
                     parts.append(part)
             messages.append(Message("user" if message.role == "tool" else message.role, parts))
         return dataclasses.replace(self, messages=messages)

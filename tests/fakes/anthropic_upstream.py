@@ -25,7 +25,8 @@ Refusals beyond the field checks, as the vendor's: empty or blank text blocks, t
 temperature with top_p on the models that take one of them, an empty or whitespace-only stop sequence.
 For the models of MODEL_RULES, also what each generation refuses (`generation_refusal`): thinking types,
 sampling settings, forced tool use, effort levels, more max_tokens than the model gives; thinking it is asked for (or does by default) opens
-the answer, signed, its text left out where the model's `display` omits it.
+the answer, signed, its text left out where the model's `display` omits it. The models that bind their
+thinking to the conversation refuse a block issued for a request with other tools.
 """
 
 from __future__ import annotations
@@ -128,6 +129,7 @@ class ModelRules:
     display: str = "summarized"  # the default `thinking.display`
     prefill: bool = True  # a conversation that ends with the assistant
     max_output: int = 128000  # the most max_tokens it takes
+    binds_thinking: bool = False  # its thinking blocks are bound to the conversation's prefix
 
 
 _MANUAL = ModelRules(frozenset({"enabled", "disabled"}), max_output=64000)
@@ -135,7 +137,7 @@ _EFFORTS = frozenset({"low", "medium", "high", "xhigh", "max"})
 _OPUS_4_7 = ModelRules(frozenset({"adaptive", "disabled"}), fixed_sampling=True, efforts=_EFFORTS, display="omitted",
                        prefill=False)
 _ALWAYS_THINKS = ModelRules(frozenset({"adaptive"}), thinks_by_default=True, fixed_sampling=True, forced_tools=False,
-                            efforts=_EFFORTS, display="omitted", prefill=False)
+                            efforts=_EFFORTS, display="omitted", prefill=False, binds_thinking=True)
 MODEL_RULES = {
     "claude-sonnet-4-5": _MANUAL, "claude-haiku-4-5": _MANUAL,
     "claude-opus-4-1": ModelRules(frozenset({"enabled", "disabled"}), max_output=32000),
@@ -272,6 +274,10 @@ class FakeAnthropic(FakeUpstream):
         self.models = models
         self._replies: deque[Reply] = deque()
         self.script: Callable[[dict[str, Any]], Reply] | None = None  # decides answers when no reply is queued
+        # signature -> the tools of the request it was issued for: Opus 5.5 and Fable 5.1 bind their thinking to
+        # the conversation's prefix, tools included ("a changed system, tools or earlier message invalidates
+        # the block", platform.claude.com, what's new in Opus 5.5)
+        self._bound: dict[str, str] = {}
 
     @property
     def base_url(self) -> str:
@@ -381,7 +387,7 @@ class FakeAnthropic(FakeUpstream):
         if "temperature" in body and "top_p" in body and ONE_SAMPLING_KNOB.search(body["model"]):
             return json_response(error_body("invalid_request_error", BOTH_KNOBS), 400)
         rules = MODEL_RULES.get(body["model"])
-        if rules is not None and (refusal := generation_refusal(body, rules)) is not None:
+        if rules is not None and (refusal := generation_refusal(body, rules) or self._binding_refusal(body)) is not None:
             return json_response(error_body("invalid_request_error", refusal), 400)
         for stop in body.get("stop_sequences") or ():
             # The vendor's words for each (mcp-web-ui#5, BerriAI/litellm#3286).
@@ -398,6 +404,18 @@ class FakeAnthropic(FakeUpstream):
         if body.get("stream"):
             return await self._stream(request, message, blocks, reply)
         return json_response(message, headers={"request-id": "req_" + uuid.uuid4().hex[:24]})
+
+    def _binding_refusal(self, body: dict[str, Any]) -> str | None:
+        tools = json.dumps(body.get("tools"), sort_keys=True)
+        for i, message in enumerate(body["messages"]):
+            content = message.get("content") if isinstance(message, dict) else None
+            for j, block in enumerate(content if isinstance(content, list) else []):
+                bound = self._bound.get(block.get("signature", "")) if isinstance(block, dict) else None
+                if block.get("type") == "thinking" and bound is not None and bound != tools:
+                    return (f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block. The block is bound to a "
+                            "different conversation. Remove the block, or set "
+                            "`thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\".")
+        return None
 
     # --- answers ------------------------------------------------------------------------
 
@@ -453,6 +471,8 @@ class FakeAnthropic(FakeUpstream):
             thinking = f"Thinking about: {_text_of(body['messages'][-1].get('content'))}" if shown else ""
         if thinking is not None:
             blocks.append({"type": "thinking", "thinking": thinking, "signature": "sig-" + uuid.uuid4().hex})
+            if rules is not None and rules.binds_thinking:
+                self._bound[blocks[-1]["signature"]] = json.dumps(body.get("tools"), sort_keys=True)
         if text:
             blocks.append({"type": "text", "text": text})
         if stop_reason not in ("stop_sequence", "max_tokens"):
