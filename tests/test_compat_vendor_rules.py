@@ -15,7 +15,7 @@ from modelgate.providers.base import Endpoint
 from modelgate.providers.registry import KINDS
 from tests.fakes.compat_rules import vendor_refusal
 
-VENDORS = ("mistral", "minimax", "xai", "moonshot", "deepseek", "zhipu", "dashscope")
+VENDORS = ("mistral", "minimax", "xai", "moonshot", "deepseek", "zhipu", "dashscope", "perplexity")
 TOOLS = [{"name": "Bash", "description": "Run a command",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
 
@@ -56,7 +56,8 @@ def test_an_openai_sdk_client_s_request_passes_through_every_vendor_s_rules(kind
             "reasoning_effort": "medium", "tool_choice": "required",
             "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}],
             "messages": [{"role": "system", "content": "be brief"}, {"role": "system", "content": "be kind"},
-                         {"role": "user", "content": "hi"}]}
+                         {"role": "user", "content": "hi"}, {"role": "user", "content": "are you there?"},
+                         {"role": "system", "content": "answer in French"}]}
     up = KINDS[kind].adapter.build_native_request(body, "m", endpoint(kind, {"enable_thinking": True}), False)
     sent = orjson.loads(up.body)
     assert vendor_refusal(kind, sent) is None
@@ -68,6 +69,15 @@ def test_mistral_gets_the_text_beside_tool_results_in_the_last_result():
         MessagesCodec().to_ir(claude_code_request(False)), "m", endpoint("mistral")).body)
     assert sent["messages"][-1]["role"] == "tool"
     assert sent["messages"][-1]["content"] == "a.py\n\n<system-reminder>be brief</system-reminder>"
+
+
+def test_perplexity_gets_alternating_turns():
+    body = {"model": "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
+                                       {"role": "user", "content": "are you there?"},
+                                       {"role": "system", "content": "answer in French"}]}
+    sent = orjson.loads(KINDS["perplexity"].adapter.build_native_request(body, "m", endpoint("perplexity"), False).body)
+    assert sent["messages"] == [{"role": "system", "content": "be brief"},
+                                {"role": "user", "content": "hi\n\nare you there?\n\nanswer in French"}]
 
 
 def test_minimax_gets_one_system_message_first():

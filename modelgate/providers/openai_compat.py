@@ -234,6 +234,26 @@ def one_system_message(messages: list[Any]) -> list[Any]:
     return ([{"role": "system", "content": "\n\n".join(leading)}] if leading else []) + rest
 
 
+def alternating_turns(messages: list[Any]) -> list[Any]:
+    """Perplexity wants user (or tool) and assistant turns to alternate after the leading system messages
+    ("After the (optional) system message(s), user or tool message(s) should alternate with assistant
+    message(s).", serac-labs/serac#53): a later system message becomes a user turn, and consecutive user
+    turns of text are joined."""
+    out: list[Any] = []
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "system" and any(
+                isinstance(m, dict) and m.get("role") != "system" for m in out):
+            message = {**message, "role": "user"}
+        previous = out[-1] if out else None
+        if (isinstance(message, dict) and message.get("role") == "user" and isinstance(previous, dict)
+                and previous.get("role") == "user" and (text := _content_text(message.get("content"))) is not None
+                and (before := _content_text(previous.get("content"))) is not None):
+            out[-1] = {**previous, "content": f"{before}\n\n{text}"}
+        else:
+            out.append(message)
+    return out
+
+
 def zhipu_sampling(body: dict[str, Any]) -> None:
     """Zhipu takes temperature and top_p in the open interval (0, 1), as its official SDK sends them:
     temperature <= 0 becomes greedy decoding (do_sample false, temperature 0.01), >= 1 becomes 0.99;

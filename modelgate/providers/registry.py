@@ -28,6 +28,7 @@ from modelgate.providers.ollama import OllamaAdapter
 from modelgate.providers.openai_chat import OpenAIChatAdapter, OpenAIPlatformAdapter
 from modelgate.providers.openai_compat import (
     CompatChatAdapter,
+    alternating_turns,
     dashscope_streaming_thinking,
     dashscope_thinking,
     minimax_sampling,
@@ -162,9 +163,10 @@ KINDS: dict[str, ProviderKind] = {
                                        drop=("stop", "presence_penalty", "frequency_penalty", "reasoning_effort")),
                      "https://api.x.ai/v1", "https://docs.x.ai/docs/api-reference"),
         ProviderKind("perplexity", "Perplexity",
-                     # Usage comes on the stream's chunks without asking; search results become text.
+                     # Usage comes on the stream's chunks without asking; search results become text; turns
+                     # must alternate.
                      CompatChatAdapter(stream_usage_option=False, error_codes={"invalid_model": _NOT_FOUND},
-                                       sources=True),
+                                       sources=True, messages=alternating_turns),
                      "https://api.perplexity.ai", "https://docs.perplexity.ai/api-reference/chat-completions-post"),
         ProviderKind("moonshot", "Moonshot AI (Kimi)",
                      # Kimi K2.6 and K3 fix their sampling ("invalid temperature: only 1 is allowed for this

@@ -24,6 +24,13 @@ def vendor_refusal(kind: str, body: dict[str, Any]) -> str | None:
             return "invalid params, invalid chat setting (2013)"  # openclaw/openclaw#19386
         if "system" in roles[1:]:
             return "chat content has invalid message role: system (2013)"  # BigPizzaV3/CodexPlusPlus#267
+    if kind == "perplexity":
+        first = next((i for i, role in enumerate(roles) if role != "system"), len(roles))
+        rest = roles[first:]
+        if "system" in rest or any(a == b == "user" for a, b in zip(rest, rest[1:])):
+            # serac-labs/serac#53
+            return ("After the (optional) system message(s), user or tool message(s) should alternate with assistant "
+                    "message(s).")
     if kind == "xai":
         # docs.x.ai (reasoning): "presencePenalty, frequencyPenalty, and stop cannot be used with reasoning
         # models"; reasoning_effort "is not supported by grok-3, grok-4 and grok-4-fast-reasoning"
