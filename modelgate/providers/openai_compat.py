@@ -204,34 +204,51 @@ def _content_text(content: Any) -> str | None:
     return None
 
 
+def _joined(previous: dict[str, Any], message: dict[str, Any]) -> dict[str, Any] | None:
+    """`previous` with the text of `message` appended, None where either holds more than text."""
+    before, text = _content_text(previous.get("content")), _content_text(message.get("content"))
+    if before is None or text is None:
+        return None
+    return {**previous, "content": f"{before}\n\n{text}" if before else text}
+
+
+def _folded(messages: list[Any], role: str, into: str) -> list[Any]:
+    """`messages` with each text turn of `role` that follows one of `into` joined to it."""
+    out: list[Any] = []
+    for message in messages:
+        previous = out[-1] if out else None
+        if (isinstance(message, dict) and message.get("role") == role and isinstance(previous, dict)
+                and previous.get("role") == into and (joined := _joined(previous, message)) is not None):
+            out[-1] = joined
+        else:
+            out.append(message)
+    return out
+
+
+def _leading_system(messages: list[Any]) -> tuple[list[Any], list[Any]]:
+    """The leading system messages, and the rest with later system messages as user turns (the vendors
+    below take system messages only first)."""
+    start = 0
+    while start < len(messages) and isinstance(messages[start], dict) and messages[start].get("role") == "system":
+        start += 1
+    rest = [{**m, "role": "user"} if isinstance(m, dict) and m.get("role") == "system" else m for m in messages[start:]]
+    return messages[:start], rest
+
+
 def user_text_into_tool_results(messages: list[Any]) -> list[Any]:
     """Mistral refuses a user turn right after tool results ("Unexpected role 'user' after role 'tool'",
     NousResearch/hermes-agent#20154), which messages clients send (Claude Code's reminders beside its tool
     results): such a turn's text is appended to the last result."""
-    out: list[Any] = []
-    for message in messages:
-        previous = out[-1] if out else None
-        if (isinstance(message, dict) and message.get("role") == "user" and isinstance(previous, dict)
-                and previous.get("role") == "tool" and isinstance(previous.get("content"), str)
-                and (text := _content_text(message.get("content"))) is not None):
-            out[-1] = {**previous, "content": f"{previous['content']}\n\n{text}" if previous["content"] else text}
-        else:
-            out.append(message)
-    return out
+    return _folded(messages, "user", into="tool")
 
 
 def one_system_message(messages: list[Any]) -> list[Any]:
     """MiniMax takes one system message, first ("invalid params, invalid chat setting (2013)" for two,
     openclaw/openclaw#19386; "invalid message role: system" later on): the leading ones are joined, later
     ones become user turns."""
-    leading: list[str] = []
-    start = 0
-    while start < len(messages) and isinstance(messages[start], dict) and messages[start].get("role") == "system":
-        if (text := _content_text(messages[start].get("content"))) is not None:
-            leading.append(text)
-        start += 1
-    rest = [{**m, "role": "user"} if isinstance(m, dict) and m.get("role") == "system" else m for m in messages[start:]]
-    return ([{"role": "system", "content": "\n\n".join(leading)}] if leading else []) + rest
+    leading, rest = _leading_system(messages)
+    texts = [text for m in leading if (text := _content_text(m.get("content"))) is not None]
+    return ([{"role": "system", "content": "\n\n".join(texts)}] if texts else []) + rest
 
 
 def alternating_turns(messages: list[Any]) -> list[Any]:
@@ -239,19 +256,8 @@ def alternating_turns(messages: list[Any]) -> list[Any]:
     ("After the (optional) system message(s), user or tool message(s) should alternate with assistant
     message(s).", serac-labs/serac#53): a later system message becomes a user turn, and consecutive user
     turns of text are joined."""
-    out: list[Any] = []
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") == "system" and any(
-                isinstance(m, dict) and m.get("role") != "system" for m in out):
-            message = {**message, "role": "user"}
-        previous = out[-1] if out else None
-        if (isinstance(message, dict) and message.get("role") == "user" and isinstance(previous, dict)
-                and previous.get("role") == "user" and (text := _content_text(message.get("content"))) is not None
-                and (before := _content_text(previous.get("content"))) is not None):
-            out[-1] = {**previous, "content": f"{before}\n\n{text}"}
-        else:
-            out.append(message)
-    return out
+    leading, rest = _leading_system(messages)
+    return leading + _folded(rest, "user", into="user")
 
 
 def zhipu_sampling(body: dict[str, Any]) -> None:
