@@ -9,6 +9,8 @@ per model (tests/fakes/anthropic_upstream.MODEL_RULES), on the Messages API and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from openai import AsyncOpenAI
 
@@ -22,6 +24,7 @@ MODELS = tuple(MODEL_RULES)  # Sonnet/Haiku 4.5 and Opus 4.1, Sonnet 4.6, Opus 4
 LOOKUP = {"type": "function", "function": {
     "name": "lookup", "description": "Look a word up",
     "parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}}}
+RESPONSES_TOOLS = [{"type": "function", "name": "lookup", "parameters": LOOKUP["function"]["parameters"]}]
 
 
 @pytest.mark.parametrize("model, expected", [
@@ -146,22 +149,24 @@ async def test_a_chat_agent_loop_s_tool_less_last_call_keeps_its_reasoning(gatew
     assert claude_upstream.last.json()["thinking"]["type"] == "enabled"
 
 
-async def test_a_responses_agent_keeps_manual_thinking_through_its_tool_loop(gateway, claude_upstream):
-    # A Responses client (Codex) sends the reasoning back, signed, as `encrypted_content`: the tool loop's
-    # next turn opens with the model's own thinking, so it keeps thinking on.
-    wired = await gateway.wire(claude_upstream.base_url, ["claude-sonnet-4-5"], kind="anthropic",
-                               upstream_keys=(API_KEY,), name="claude")
-    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
-    tools = [{"type": "function", "name": "lookup", "parameters": LOOKUP["function"]["parameters"]}]
-    first = await api.responses.create(model="claude-sonnet-4-5", input="lookup gateway", tools=tools,  # type: ignore[arg-type]
+async def responses_tool_turn(api: AsyncOpenAI, model: str) -> tuple[Any, list[Any]]:
+    """A Responses agent's (Codex's) first turn, a tool call with its reasoning sent back signed as
+    `encrypted_content`, and the input of its next turn: the history with the tool's result."""
+    first = await api.responses.create(model=model, input="lookup gateway", tools=RESPONSES_TOOLS,  # type: ignore[arg-type]
                                        reasoning={"effort": "medium"}, include=["reasoning.encrypted_content"])
+    call = next(item for item in first.output if item.type == "function_call")
+    return first, [{"role": "user", "content": "lookup gateway"}, *[item.model_dump(exclude_none=True) for item in first.output],
+                   {"type": "function_call_output", "call_id": call.call_id, "output": "a server in front"}]
+
+
+async def test_a_responses_agent_keeps_manual_thinking_through_its_tool_loop(gateway, claude_upstream):
+    # The tool loop's next turn opens with the model's own thinking, so it keeps thinking on.
+    api = await chat_client(gateway, claude_upstream)
+    first, history = await responses_tool_turn(api, "claude-sonnet-4-5")
     kinds = [item.type for item in first.output]
     assert kinds[0] == "reasoning" and "function_call" in kinds
-    call = next(item for item in first.output if item.type == "function_call")
-    second = await api.responses.create(
-        model="claude-sonnet-4-5", tools=tools, reasoning={"effort": "medium"},  # type: ignore[arg-type]
-        input=[{"role": "user", "content": "lookup gateway"}, *[item.model_dump(exclude_none=True) for item in first.output],  # type: ignore[list-item]
-               {"type": "function_call_output", "call_id": call.call_id, "output": "a server in front"}])
+    second = await api.responses.create(model="claude-sonnet-4-5", tools=RESPONSES_TOOLS,  # type: ignore[arg-type]
+                                        reasoning={"effort": "medium"}, input=history)
     assert second.output_text == "Tool results: a server in front"
     sent = claude_upstream.last.json()
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 8192}
@@ -171,18 +176,10 @@ async def test_a_responses_agent_keeps_manual_thinking_through_its_tool_loop(gat
 async def test_a_responses_agent_s_tool_less_last_call_reaches_a_model_that_binds_its_thinking(gateway, claude_upstream):
     # Opus 5.5 binds its thinking to the conversation, tools included: once the last call offers none, the
     # history's signed thinking would be refused ("The block is bound to a different conversation.").
-    wired = await gateway.wire(claude_upstream.base_url, ["claude-opus-5-5"], kind="anthropic",
-                               upstream_keys=(API_KEY,), name="claude")
-    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
-    tools = [{"type": "function", "name": "lookup", "parameters": LOOKUP["function"]["parameters"]}]
-    first = await api.responses.create(model="claude-opus-5-5", input="lookup gateway", tools=tools,  # type: ignore[arg-type]
-                                       reasoning={"effort": "medium"}, include=["reasoning.encrypted_content"])
-    call = next(item for item in first.output if item.type == "function_call")
-    last = await api.responses.create(
-        model="claude-opus-5-5", reasoning={"effort": "medium"},
-        input=[{"role": "user", "content": "lookup gateway"}, *[item.model_dump(exclude_none=True) for item in first.output],  # type: ignore[list-item]
-               {"type": "function_call_output", "call_id": call.call_id, "output": "a server in front"},
-               {"role": "user", "content": "sum it up"}])
+    api = await chat_client(gateway, claude_upstream)
+    _, history = await responses_tool_turn(api, "claude-opus-5-5")
+    last = await api.responses.create(model="claude-opus-5-5", reasoning={"effort": "medium"},
+                                      input=[*history, {"role": "user", "content": "sum it up"}])
     assert last.output_text.startswith("Echo:")
 
 
