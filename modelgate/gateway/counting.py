@@ -24,6 +24,7 @@ from modelgate.gateway.inference import MAX_BODY_BYTES, parse_json, served_route
 from modelgate.protocols.base import CountingCodec
 from modelgate.providers.base import Endpoint, prepare, refusal
 from modelgate.providers.registry import get_kind
+from modelgate.providers.tool_rules import FUNCTION_NAME, fit_tool_names
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import Route
 from modelgate.tracing import new_trace_id
@@ -108,7 +109,8 @@ class TokenCounter:
         if adapter.wire == codec.native_wire:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:
-            req = adapter.count_request(codec.to_ir(body).with_system_hoisted(), route.upstream_model, endpoint)
+            ir, _ = fit_tool_names(codec.to_ir(body).with_system_hoisted(), getattr(adapter, "tool_names", FUNCTION_NAME))
+            req = adapter.count_request(ir, route.upstream_model, endpoint)
         remaining = self.inference.rt.executor.remaining(ctx)
         if remaining <= 0:
             raise UpstreamError(ErrorType.TIMEOUT_ERROR, "The application's timeout was reached")

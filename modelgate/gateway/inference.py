@@ -43,6 +43,7 @@ from modelgate.protocols.ir import (
     StreamError,
     StreamEvent,
     StreamStart,
+    ToolCallStart,
     Usage,
     UsageUpdate,
 )
@@ -60,6 +61,7 @@ from modelgate.providers.base import (
     unreadable,
 )
 from modelgate.providers.registry import get_kind
+from modelgate.providers.tool_rules import FUNCTION_NAME, fit_tool_names, own_names
 from modelgate.routing.events import Clock
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route, Snapshot
@@ -347,7 +349,7 @@ class InferenceHandler:
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "answer", "model", "ctx", "client_headers", "clock")
+    __slots__ = ("h", "codec", "body", "answer", "tool_names", "model", "ctx", "client_headers", "clock")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: Mapping[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
@@ -355,6 +357,7 @@ class _Call:
         self.codec = codec
         self.body = body
         self.answer: dict[str, Any] = {}  # what of the request a converted answer reads (codec.answer_context)
+        self.tool_names: dict[str, str] = {}  # a converted call's tool-name stand-ins -> the client's names
         self.model = model
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
@@ -374,6 +377,7 @@ class _Call:
                 ir = ir.with_system_hoisted()
             if "reasoning" in route.capabilities:
                 ir = dataclasses.replace(ir, reasoning_model=True)
+            ir, self.tool_names = fit_tool_names(ir, getattr(adapter, "tool_names", FUNCTION_NAME))
             req = adapter.build_request(ir, route.upstream_model, endpoint)
             # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
             # attempt decodes the bytes again.
@@ -395,6 +399,8 @@ class _Call:
             raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
+            if self.tool_names:
+                resp_ir = own_names(resp_ir, self.tool_names)
             return self.codec.encode_response(resp_ir, self.model, self.answer), resp_ir.usage
         parsed = read_native_answer(adapter, data, resp_headers, endpoint)
         if isinstance(parsed.get("model"), str) and parsed["model"] != self.model:
@@ -488,6 +494,8 @@ class _Call:
             elif isinstance(event, (StreamStart, UsageUpdate, StreamEnd)):
                 handle.usage = handle.usage.merged(event.usage)
                 handle.ended = handle.ended or isinstance(event, StreamEnd)
+            elif self.tool_names and isinstance(event, ToolCallStart):
+                event.name = self.tool_names.get(event.name, event.name)
             out.append(encoder.encode(event))  # type: ignore[union-attr]
         return b"".join(out)
 

@@ -65,6 +65,7 @@ from modelgate.providers.base import (
     retry_after_seconds,
     tool_id_for,
 )
+from modelgate.providers.tool_rules import CLAUDE_NAME, object_root
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
@@ -213,7 +214,7 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
             _cached({
                 "name": t.name,
                 **({"description": t.description} if t.description else {}),
-                "input_schema": t.parameters or {"type": "object", "properties": {}},
+                "input_schema": object_root(t.parameters),
             }, t.cache)
             for t in req.tools
         ]
@@ -460,6 +461,7 @@ class AnthropicStreamDecoder:
 
 class AnthropicMessagesAdapter:
     wire = NATIVE_WIRE
+    tool_names = CLAUDE_NAME
     answer_fields: tuple[str, ...] = ("content",)
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:

@@ -71,6 +71,8 @@ class WireAdapter(Protocol):
     wire: str  # e.g. "openai-chat"; equals a client protocol's `native_wire` for pass-through
     # Optional `positional_system = True`: IR `system` turns may stay in place in `messages`;
     # without it the gateway hoists them into `ChatRequest.system` first.
+    # Optional `tool_names`: the tool names the wire takes (providers/tool_rules.py; default
+    # FUNCTION_NAME); others are sent under stand-ins.
     # Top-level fields of which a successful answer has at least one; a 200 body with none of
     # them is of the wrong shape (an unreadable answer), not an empty success.
     answer_fields: tuple[str, ...]

@@ -69,6 +69,7 @@ from modelgate.providers.base import (
     tool_id_for,
 )
 from modelgate.providers.credentials import AwsChain, source_for
+from modelgate.providers.tool_rules import object_root
 
 DEFAULT_REGION = "us-east-1"
 DEFAULT_BASE_URL = f"https://bedrock-runtime.{DEFAULT_REGION}.amazonaws.com"
@@ -250,7 +251,7 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
         tools: list[dict[str, Any]] = []
         for t in req.tools:
             tools.append({"toolSpec": {"name": t.name, "description": t.description or t.name,
-                                       "inputSchema": {"json": t.parameters}}})
+                                       "inputSchema": {"json": object_root(t.parameters)}}})
             if claude_model and t.cache:
                 tools.append(_cache_point(t.cache))
         config: dict[str, Any] = {"tools": tools}

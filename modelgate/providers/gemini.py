@@ -63,6 +63,7 @@ from modelgate.providers.base import (
     classify_by_status,
     retry_after_seconds,
 )
+from modelgate.providers.tool_rules import GEMINI_NAME, object_root
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 
@@ -173,6 +174,11 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
                 out[key] = [gemini_schema(s, defs, depth) for s in subs]
         else:
             out[key] = value
+    items = out.get("items") or {}
+    if typ == "array" and not (items.get("type") or items.get("anyOf")):
+        # Gemini wants an array's item type: "…parameters.properties[includeTags].items: missing field."
+        # (cline/cline#7339). A client's untyped array gets strings, which can carry any value as text.
+        out["items"] = {"type": "STRING"}
     values = schema.get("enum", [schema["const"]] if "const" in schema else None)
     if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
         out["type"] = "STRING"
@@ -388,7 +394,7 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None, model
             decl: dict[str, Any] = {"name": tool.name}
             if tool.description:
                 decl["description"] = tool.description
-            params = gemini_schema(tool.parameters)
+            params = gemini_schema(object_root(tool.parameters))
             # Gemini rejects an OBJECT schema without properties; a no-argument function has none.
             if params.get("properties"):
                 decl["parameters"] = params
@@ -436,6 +442,7 @@ def _stop_reason(finish: str | None, has_tool_calls: bool, blocked: bool) -> Sto
 
 class GeminiAdapter:
     wire = "gemini"
+    tool_names = GEMINI_NAME
     answer_fields: tuple[str, ...] = ("candidates", "promptFeedback")
 
     def _url(self, endpoint: Endpoint, upstream_model: str, method: str) -> str:

@@ -35,6 +35,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_models import output_cap, reasoning_model
+from modelgate.providers.tool_rules import object_root, with_array_items
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -102,17 +103,10 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     """Tool definitions in the `{type: function, function: {...}}` form several wire formats share."""
     return [
         {"type": "function",
-         "function": {"name": t.name, "description": t.description or "", "parameters": _parameters(t.parameters)}}
+         "function": {"name": t.name, "description": t.description or "",
+                      "parameters": with_array_items(object_root(t.parameters))}}
         for t in tools
     ]
-
-
-def _parameters(schema: dict[str, Any]) -> dict[str, Any]:
-    # Argument-less tools (MCP servers') come as `{"type": "object"}`, which OpenAI refuses: "Invalid
-    # schema for function 'X': In context=(), object schema missing properties."
-    if "properties" not in schema and schema.get("type") == "object":
-        return {**schema, "properties": {}}
-    return schema
 
 
 # Sampling parameters OpenAI's reasoning models refuse (https://platform.openai.com/docs/guides/reasoning).

@@ -26,6 +26,7 @@ from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent
 from modelgate.providers import anthropic_messages, gemini
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.credentials import GoogleCredentials, source_for
+from modelgate.providers.tool_rules import PUBLISHERS_NAME
 
 DEFAULT_BASE_URL = "https://aiplatform.googleapis.com"
 VERTEX_ANTHROPIC_VERSION = "vertex-2023-10-16"
@@ -46,6 +47,7 @@ def _claude(model: str) -> bool:
 
 class VertexAdapter:
     wire = "vertex"
+    tool_names = PUBLISHERS_NAME  # names both its publishers (Google, Anthropic) take
     answer_fields: tuple[str, ...] = ("content", "candidates", "promptFeedback")  # a Claude message or a Gemini answer
 
     async def prepare(self, endpoint: Endpoint) -> None:

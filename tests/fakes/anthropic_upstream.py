@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 from aiohttp import web
 
+from tests.fakes.tool_rules import claude_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 API_KEY = "sk-ant-fake-upstream-key"
@@ -356,7 +357,7 @@ class FakeAnthropic(FakeUpstream):
             return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
         if (blank := _blank_text(body["messages"])) is not None:
             return json_response(error_body("invalid_request_error", blank), 400)
-        if (bad_id := _bad_tool_id(body["messages"])) is not None:
+        if (bad_id := _bad_tool_id(body["messages"]) or claude_tools_refusal(body)) is not None:
             return json_response(error_body("invalid_request_error", bad_id), 400)
         if not body.get("tools") and _holds_tool_blocks(body["messages"]):
             # The vendor's rule (BerriAI/litellm's anthropic transformation adds a dummy tool for it).

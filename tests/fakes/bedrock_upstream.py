@@ -47,6 +47,7 @@ from botocore.session import get_session
 from botocore.validate import ParamValidator
 
 from tests.fakes.anthropic_upstream import BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, generation_refusal
+from tests.fakes.tool_rules import converse_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 
@@ -285,7 +286,8 @@ class FakeBedrock(FakeUpstream):
         report = ParamValidator().validate({"modelId": model_id, **body}, operation.input_shape)
         if report.has_errors():
             return aws_error(400, "ValidationException", report.generate_report())
-        if (problem := self._reasoning_problem(body) or _blank_text(body) or _tool_blocks_problem(body)) is not None:
+        if (problem := self._reasoning_problem(body) or _blank_text(body) or _tool_blocks_problem(body)
+                or converse_tools_refusal(body)) is not None:
             return aws_error(400, "ValidationException", problem)
         inference = body.get("inferenceConfig") or {}
         if "temperature" in inference and "topP" in inference and ONE_SAMPLING_KNOB.search(model_id):

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tests.fakes.tool_rules import gemini_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 
@@ -187,6 +188,8 @@ class FakeGemini(FakeUpstream):
             return json_response(google_error(
                 400, "INVALID_ARGUMENT", "Unable to submit request because it has an empty text parameter. Add a value "
                 "to the parameter and try again."), 400)
+        if (refusal := gemini_tools_refusal(body)) is not None:
+            return json_response(google_error(400, "INVALID_ARGUMENT", refusal), 400)
         rules = MODEL_RULES.get(model)
         if rules is not None and (refusal := generation_refusal(model, body, rules)) is not None:
             return json_response(google_error(400, "INVALID_ARGUMENT", refusal), 400)

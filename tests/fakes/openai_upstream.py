@@ -8,8 +8,7 @@ tests/test_responses_codec.py), and error bodies
 `{"error": {"message", "type", "param", "code"}}`.
 
 Refusals beyond the field checks, in the service's words: more max tokens than the model's OUTPUT_CAPS, a
-`user` over 64 characters, an object tool schema
-without properties, and for the reasoning models of REASONING_RULES what their generation does not take
+`user` over 64 characters, tool names and schemas the service refuses (tests/fakes/tool_rules.py), and for the reasoning models of REASONING_RULES what their generation does not take
 (effort levels, `stop`, `parallel_tool_calls`, function tools beside an effort, sampling settings).
 
 Answers are derived from the request so tests can check what went through:
@@ -29,6 +28,7 @@ from typing import Any, Callable
 import orjson
 from aiohttp import web
 
+from tests.fakes.tool_rules import openai_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
 
@@ -191,12 +191,8 @@ class FakeOpenAI(FakeUpstream):
             return openai_error(400, "Invalid 'user': string too long. Expected a string with maximum length 64, "
                                 f"but got a string with length {len(body['user'])} instead.", "invalid_request_error",
                                 "string_above_max_length")
-        for tool in body.get("tools") or ():
-            function = tool.get("function") or {}
-            parameters = function.get("parameters") or {}
-            if parameters.get("type") == "object" and "properties" not in parameters:
-                return openai_error(400, f"Invalid schema for function '{function.get('name')}': In context=(), object "
-                                    "schema missing properties.", "invalid_request_error", "invalid_function_parameters")
+        if (tools_refused := openai_tools_refusal(body)) is not None:
+            return openai_error(400, tools_refused[0], "invalid_request_error", tools_refused[1])
         rules = REASONING_RULES.get(model)
         if rules is not None and (refusal := reasoning_refusal(body, rules)) is not None:
             return openai_error(400, refusal, "invalid_request_error", "unsupported_value")

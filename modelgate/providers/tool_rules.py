@@ -1,0 +1,218 @@
+"""Tools as the vendors take them: their names and parameter schemas.
+
+A client's tools are written for its own vendor, often by an MCP server. Another vendor refuses some of
+them outright, and one refused tool fails the whole request.
+
+Names: Claude takes 128 characters (`^[a-zA-Z0-9_-]{1,128}$`, modelcontextprotocol/modelcontextprotocol#1345)
+and Claude Code names MCP tools `mcp__<server>__<tool>` in full; OpenAI, Bedrock's Converse (its service
+model's ToolName), Mistral, DeepSeek and Qwen take 64 ("Invalid 'tools[0].function.name': string too long.
+Expected a string with maximum length 64", ravitemer/mcphub.nvim#243), Gemini 64 that start with a letter
+or `_` (google-gemini/gemini-cli#6704). A name beyond a vendor's rule is sent under a stand-in, the same
+for the same name on every turn, and the answer's calls get their own name back (`fit_tool_names`).
+
+Schemas:
+- every function-calling API wants an object at the root: OpenAI "schema must be a JSON Schema of 'type:
+  "object"', got 'type: "None"'." (ComposioHQ/composio#1829), Claude "tools.0.custom.input_schema.type: Field
+  required" (Kilo-Org/kilocode#12238), Bedrock "The value at toolConfig.tools.0.toolSpec.inputSchema.json.type
+  must be one of the following: object." (aaif-goose/goose#5064), Vertex "functionDeclaration parameters
+  schema should be of type OBJECT" (dyad-sh/dyad#2300);
+- and none takes a combinator there: Claude "input_schema does not support oneOf, allOf, or anyOf at the
+  top level" (anthropics/claude-code#5319), OpenAI "schema must have type 'object' and not have
+  'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level." (nspady/google-calendar-mcp#39). MCP servers
+  built on zod unions send them (PostHog/posthog#61040);
+- OpenAI refuses an array without `items`, at any depth and without strict mode: "Invalid schema for
+  function 'X': In context=('properties', 'paths'), array schema missing items." (mark3labs/mcphost#35).
+  Claude takes such schemas, so Claude Code's MCP tools carry them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import re
+from typing import Any
+
+import orjson
+
+from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
+
+class NameRule:
+    """The tool names a vendor takes, and the stand-in for each name it does not."""
+
+    __slots__ = ("pattern", "_known")
+
+    def __init__(self, pattern: str) -> None:
+        self.pattern = re.compile(pattern)
+        self._known: dict[str, str | None] = {}  # names seen -> stand-in (None: fits); bounded
+
+    def stand_in(self, name: str) -> str | None:
+        """None where `name` fits; else its letters, digits, `_` and `-`, at most 55 of them, and a hash of
+        the whole name: distinct names stay distinct, and a name gets the same stand-in on every turn."""
+        known = self._known.get(name, _UNKNOWN)
+        if known is not _UNKNOWN:
+            return known  # type: ignore[return-value]
+        stand: str | None = None
+        if not self.pattern.fullmatch(name):
+            clean = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+            if not (clean[:1].isalpha() or clean[:1] == "_"):
+                clean = "_" + clean
+            stand = f"{clean[:55]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+        if len(self._known) >= 4096:
+            self._known.clear()
+        self._known[name] = stand
+        return stand
+
+
+_UNKNOWN = object()
+
+# The names each vendor takes (see above). A stand-in fits them all.
+FUNCTION_NAME = NameRule(r"[A-Za-z0-9_-]{1,64}")  # OpenAI, Bedrock, the chat-completions vendors
+CLAUDE_NAME = NameRule(r"[A-Za-z0-9_-]{1,128}")
+GEMINI_NAME = NameRule(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+PUBLISHERS_NAME = NameRule(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # Gemini's and OpenAI's at once
+
+
+def fit_tool_names(req: ChatRequest, rule: NameRule) -> tuple[ChatRequest, dict[str, str]]:
+    """`req` with every tool name outside `rule` replaced by its stand-in (the tools, the named tool
+    choice, the history's calls: vendors check all three), and the stand-ins' own names."""
+    stand_in = rule.stand_in
+    fitted = {t.name: stand for t in req.tools if (stand := stand_in(t.name)) is not None}
+    for message in req.messages:
+        if message.role == "assistant":
+            for p in message.parts:
+                if isinstance(p, ToolCall) and (stand := stand_in(p.name)) is not None:
+                    fitted[p.name] = stand
+    choice = req.tool_choice
+    if choice is not None and choice.name and (stand := stand_in(choice.name)) is not None:
+        fitted[choice.name] = stand
+    if not fitted:
+        return req, {}
+
+    def part(p: Part) -> Part:
+        return dataclasses.replace(p, name=fitted[p.name]) if isinstance(p, ToolCall) and p.name in fitted else p
+
+    tools = [dataclasses.replace(t, name=fitted.get(t.name, t.name)) for t in req.tools]
+    if choice is not None and choice.name in fitted:
+        choice = dataclasses.replace(choice, name=fitted[choice.name])
+    messages = [Message(m.role, [part(p) for p in m.parts]) if any(isinstance(p, ToolCall) for p in m.parts) else m
+                for m in req.messages]
+    return (dataclasses.replace(req, tools=tools, tool_choice=choice, messages=messages),
+            {stand: name for name, stand in fitted.items()})
+
+
+def own_names(resp: ChatResponse, own: dict[str, str]) -> ChatResponse:
+    """An answer's tool calls under the client's names (`own`: from `fit_tool_names`)."""
+    for p in resp.parts:
+        if isinstance(p, ToolCall):
+            p.name = own.get(p.name, p.name)
+    return resp
+
+
+_COMBINATORS = ("anyOf", "oneOf", "allOf")
+
+
+def object_root(schema: Any) -> dict[str, Any]:
+    """`schema` with the root every vendor takes: type object, with properties, no combinator. Branches of
+    a root `anyOf`/`oneOf`/`allOf` are merged into one object: its properties are all the branches', and it
+    requires what every branch requires (what any requires, for `allOf`). A root `$ref` into the schema's
+    own definitions is read in place. The usual schema is returned as it is."""
+    if not isinstance(schema, dict):
+        return {"type": "object", "properties": {}}
+    if (schema.get("type") == "object" and "properties" in schema and "anyOf" not in schema
+            and "oneOf" not in schema and "allOf" not in schema and "$ref" not in schema):
+        return schema
+    return _merged_root(schema, depth=0)
+
+
+def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
+    root = {key: value for key, value in schema.items() if key not in _COMBINATORS}
+    ref = root.pop("$ref", None)
+    if isinstance(ref, str) and depth < 4:
+        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
+        target = defs.get(ref.rsplit("/", 1)[-1]) if ref.startswith("#/") else None
+        if isinstance(target, dict):
+            root = {**_merged_root(target, depth + 1), **root}
+    if root.get("type") is None or (isinstance(root["type"], list) and "object" in root["type"]):
+        root["type"] = "object"
+    properties = dict(root["properties"]) if isinstance(root.get("properties"), dict) else {}
+    required = [name for name in root.get("required") or () if isinstance(name, str)]
+    for key in _COMBINATORS:
+        branches = [_merged_root(b, depth + 1) for b in schema.get(key) or () if isinstance(b, dict)]
+        if not branches or depth >= 4:
+            continue
+        for branch in branches:
+            for name, sub in branch["properties"].items():
+                properties.setdefault(name, sub)
+        wanted = [branch.get("required") or [] for branch in branches]
+        if key == "allOf":
+            required += [name for names in wanted for name in names]
+        else:
+            required += [name for name in wanted[0] if all(name in names for names in wanted[1:])]
+    root["properties"] = properties
+    required = [name for name in dict.fromkeys(required) if name in properties]
+    if required:
+        root["required"] = required
+    else:
+        root.pop("required", None)
+    return root
+
+
+# Keys whose value is one subschema, a list of them, or a map of names to them (JSON Schema 2020-12).
+_ONE = ("items", "additionalProperties", "not", "contains", "if", "then", "else", "propertyNames",
+        "unevaluatedItems", "unevaluatedProperties")
+_LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
+_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+
+
+def with_array_items(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with `items: {}` (any value) on every array that has none, as OpenAI demands."""
+    try:
+        encoded = orjson.dumps(schema)
+    except orjson.JSONEncodeError:  # not from JSON (an integer beyond 64 bits): no cache
+        return _items_filled(schema)
+    filled = _items_filled_of(encoded)
+    return schema if filled is None else filled
+
+
+@functools.lru_cache(maxsize=512)
+def _items_filled_of(encoded: bytes) -> dict[str, Any] | None:
+    """The filled schema of these bytes (None: nothing to fill), shared by every request that sends them:
+    agents send the same tools every turn, and the walk costs ten times the lookup. Callers only read it."""
+    if b'"array"' not in encoded:
+        return None
+    schema = orjson.loads(encoded)
+    filled = _items_filled(schema)
+    return None if filled is schema else filled
+
+
+def _items_filled(schema: Any) -> Any:
+    """`schema` with the arrays' missing `items` filled: the same object where nothing lacks them, else
+    copied along the changed paths only."""
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] | None = None
+    for key, value in schema.items():
+        if key in _MAP and isinstance(value, dict):
+            new: Any = None
+            for name, sub in value.items():
+                filled = _items_filled(sub)
+                if filled is not sub:
+                    new = new or dict(value)
+                    new[name] = filled
+        elif key in _LIST and isinstance(value, list):
+            filled_list = [_items_filled(sub) for sub in value]
+            new = filled_list if any(a is not b for a, b in zip(filled_list, value)) else None
+        elif key in _ONE:
+            filled = _items_filled(value)
+            new = filled if filled is not value else None
+        else:
+            continue
+        if new is not None:
+            out = out or dict(schema)
+            out[key] = new
+    kind = schema.get("type")
+    if "items" not in schema and (kind == "array" or (isinstance(kind, list) and "array" in kind)):
+        out = out or dict(schema)
+        out["items"] = {}
+    return schema if out is None else out

@@ -1,0 +1,190 @@
+"""Client tools that another vendor refuses (providers/tool_rules.py).
+
+Claude Code names MCP tools `mcp__<server>__<tool>` in full (Claude takes 128 characters) and sends their
+schemas as the servers wrote them (arrays without `items`, which Claude takes); MCP servers built on zod
+unions send a root `anyOf`. OpenAI, Bedrock's Converse and Gemini refuse such names, OpenAI and Gemini
+such arrays, Claude, OpenAI, Converse and Vertex such roots: the whole request fails. The fakes refuse
+them in each service's words (tests/fakes/tool_rules.py); the client must see its own tool names back.
+"""
+
+from __future__ import annotations
+
+import re
+
+import orjson
+import pytest
+from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
+
+from modelgate.providers.tool_rules import (
+    CLAUDE_NAME,
+    FUNCTION_NAME,
+    GEMINI_NAME,
+    PUBLISHERS_NAME,
+    object_root,
+    with_array_items,
+)
+from tests.fakes.bedrock_upstream import FakeBedrock
+from tests.fakes.gemini_upstream import FakeGemini
+from tests.fakes.openai_upstream import FakeOpenAI
+from tests.fakes.tool_rules import claude_tools_refusal, converse_tools_refusal, gemini_tools_refusal, \
+    openai_tools_refusal
+
+# 81 characters, as in ravitemer/mcphub.nvim#243's refusal
+LONG_NAME = "mcp__claude_ai_Atlassian_Rovo__getConfluencePageDescendantsInSpaceWithTheirLabels"
+MCP_TOOL = {"name": LONG_NAME, "description": "List a page's descendants",
+            "input_schema": {"type": "object", "properties": {"pageId": {"type": "string"}, "labels": {"type": "array"},
+                                                              "filter": {"type": "object", "properties": {
+                                                                  "tags": {"type": ["array", "null"]}}}},
+                             "required": ["pageId"]}}
+
+
+@pytest.fixture
+async def upstreams():
+    fakes = {"openai": await FakeOpenAI(models=("gpt-4.1",)).start(), "aws-bedrock": await FakeBedrock().start(),
+             "gemini": await FakeGemini().start()}
+    yield fakes
+    for fake in fakes.values():
+        await fake.close()
+
+
+def _model(kind: str, fake) -> str:
+    return {"openai": "gpt-4.1", "gemini": "gemini-2.5-flash"}.get(kind) or fake.models[0]
+
+
+def _key(fake) -> str:
+    return getattr(fake, "api_key", None) or next(iter(fake.api_keys))
+
+
+@pytest.mark.parametrize("kind", ["openai", "aws-bedrock", "gemini"])
+async def test_claude_code_s_mcp_tools_reach_other_vendors_and_come_back_under_their_own_names(gateway, upstreams,
+                                                                                            kind):
+    fake = upstreams[kind]
+    model = _model(kind, fake)
+    wired = await gateway.wire(fake.base_url, [model], kind=kind, upstream_keys=(_key(fake),), name=kind)
+    api = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+    ask = [{"role": "user", "content": "call tool: list the descendants of page 7"}]
+    answer = await api.messages.create(model=model, max_tokens=1024, tools=[MCP_TOOL], messages=ask)  # type: ignore[list-item]
+    call = next(block for block in answer.content if block.type == "tool_use")
+    assert call.name == LONG_NAME
+    async with api.messages.stream(model=model, max_tokens=1024, tools=[MCP_TOOL], messages=ask) as stream:  # type: ignore[list-item]
+        streamed = await stream.get_final_message()
+    assert [b.name for b in streamed.content if b.type == "tool_use"] == [LONG_NAME]
+    # The next turn sends the call back in the history, under its own name: the vendor checks those too.
+    loop = [*ask, {"role": "assistant", "content": [block.model_dump(exclude_none=True) for block in answer.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": "page 8, page 9"}]}]
+    final = await api.messages.create(model=model, max_tokens=1024, tools=[MCP_TOOL], messages=loop,  # type: ignore[list-item]
+                                      tool_choice={"type": "tool", "name": LONG_NAME})
+    assert final.content
+
+
+# A zod union's schema (PostHog/posthog#61040's shape): the root is anyOf, each branch an object.
+UNION_TOOL = {"type": "function", "function": {
+    "name": "search", "description": "Search by id or by query",
+    "parameters": {"anyOf": [
+        {"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["id"]},
+        {"type": "object", "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+         "required": ["query", "limit"]}]}}}
+
+
+@pytest.mark.parametrize("kind", ["anthropic", "aws-bedrock", "gemini"])
+async def test_a_chat_client_s_union_schema_reaches_claude_converse_and_gemini(gateway, upstreams, anthropic_upstream,
+                                                                              kind):
+    fake = anthropic_upstream if kind == "anthropic" else upstreams[kind]
+    model = "claude-haiku-4-5" if kind == "anthropic" else _model(kind, fake)
+    wired = await gateway.wire(fake.base_url, [model], kind=kind, upstream_keys=(_key(fake),), name=kind)
+    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
+    resp = await api.chat.completions.create(model=model, max_tokens=256, tools=[UNION_TOOL],  # type: ignore[list-item]
+                                             messages=[{"role": "user", "content": "search for gateways"}])
+    assert resp.choices[0].message.tool_calls and resp.choices[0].message.tool_calls[0].function.name == "search"
+    if kind == "gemini":  # Gemini takes the union but must not lose its arguments on the way
+        declared = fake.last.json()["tools"][0]["functionDeclarations"][0]
+        assert set(declared["parameters"]["properties"]) == {"id", "limit", "query"}
+
+
+# --- the rules themselves, against each vendor's documented name rule and schema refusals -------------
+
+# Each vendor's rule in its own words (module docstring of providers/tool_rules.py cites them).
+DOCUMENTED = {"openai": r"[a-zA-Z0-9_-]{1,64}", "claude": r"[a-zA-Z0-9_-]{1,128}",
+              "gemini": r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,63}"}
+
+
+@pytest.mark.parametrize("name", [LONG_NAME, "web.search", "1password_lookup", "a" * 200, "-dash", "tool with spaces",
+                                  "ünïcode_tool"])
+def test_a_stand_in_fits_every_vendor_s_rule_and_stays_the_same(name):
+    for rule in (FUNCTION_NAME, CLAUDE_NAME, GEMINI_NAME, PUBLISHERS_NAME):
+        stand = rule.stand_in(name)
+        if stand is None:
+            continue  # the name fits this vendor as it is
+        assert all(re.fullmatch(pattern, stand) for pattern in DOCUMENTED.values()), stand
+        assert rule.stand_in(name) == stand  # the same on every turn
+
+
+def test_names_that_differ_get_different_stand_ins():
+    names = ["web.search", "web_search_", "web:search", LONG_NAME, LONG_NAME + "2"]
+    assert len({FUNCTION_NAME.stand_in(name) for name in names}) == len(names)
+
+
+def test_names_each_vendor_takes_are_kept():
+    assert FUNCTION_NAME.stand_in("mcp__github__create_pull_request") is None
+    assert CLAUDE_NAME.stand_in(LONG_NAME) is None  # Claude takes 128
+    assert GEMINI_NAME.stand_in("web.search") is None and GEMINI_NAME.stand_in("1tool") is not None
+
+
+def _openai_body(parameters):
+    return {"tools": [{"type": "function", "function": {"name": "f", "parameters": parameters}}], "messages": []}
+
+
+@pytest.mark.parametrize("schema", [
+    {"properties": {"a": {"type": "string"}}},  # no root type
+    {"type": ["object", "null"], "properties": {"a": {"type": "string"}}},
+    {"type": "object"},  # an argument-less MCP tool
+    UNION_TOOL["function"]["parameters"],
+    {"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+               {"properties": {"b": {"type": "array"}}, "required": ["b"]}]},
+    {"$ref": "#/$defs/Args", "$defs": {"Args": {"type": "object", "properties": {"paths": {"type": "array"}}}}},
+    {"type": "object", "properties": {"rows": {"type": "array", "items": {"type": "array"}},
+                                      "pick": {"anyOf": [{"type": "array"}, {"type": "string"}]}}},
+])
+def test_schemas_every_vendor_refuses_are_made_ones_they_take(schema):
+    fitted = object_root(schema)
+    assert claude_tools_refusal({"tools": [{"name": "f", "input_schema": fitted}], "messages": []}) is None
+    assert converse_tools_refusal({"toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": fitted}}}]},
+                                   "messages": []}) is None
+    assert openai_tools_refusal(_openai_body(with_array_items(fitted))) is None
+    assert openai_tools_refusal(_openai_body(schema)) is not None  # as the client sent it
+
+
+def test_a_union_root_keeps_every_branch_s_properties_and_what_all_require():
+    root = object_root(UNION_TOOL["function"]["parameters"])
+    assert root == {"type": "object", "properties": {"id": {"type": "string"}, "limit": {"type": "integer"},
+                                                     "query": {"type": "string"}}}
+    both = object_root({"allOf": [{"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+                                  {"properties": {"b": {"type": "string"}}, "required": ["b"]}]})
+    assert both["required"] == ["a", "b"]
+
+
+def test_a_schema_that_needs_nothing_is_sent_as_it_is():
+    schema = MCP_TOOL["input_schema"]
+    assert object_root(schema) is schema
+    fine = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}
+    assert with_array_items(fine) is fine
+    filled = with_array_items(schema)
+    assert filled["properties"]["labels"] == {"type": "array", "items": {}}
+    assert filled["properties"]["filter"]["properties"]["tags"]["items"] == {}
+    assert schema["properties"]["labels"] == {"type": "array"}  # the client's tree is not changed
+    assert orjson.loads(orjson.dumps(with_array_items(schema))) == filled  # the same answer from the cache
+
+
+def test_gemini_refusals_hold_for_the_fitted_declarations():
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+    from modelgate.providers.gemini import build_body
+
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])],
+                      tools=[Tool("f", None, MCP_TOOL["input_schema"]),
+                             Tool("g", None, UNION_TOOL["function"]["parameters"])])
+    body = build_body(req, {}, "gemini-2.5-flash")
+    assert gemini_tools_refusal(body) is None
+    declared = body["tools"][0]["functionDeclarations"]
+    assert declared[0]["parameters"]["properties"]["labels"]["items"] == {"type": "STRING"}
+    assert set(declared[1]["parameters"]["properties"]) == {"id", "limit", "query"}
