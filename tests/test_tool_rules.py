@@ -22,7 +22,7 @@ from modelgate.providers.tool_rules import (
     GEMINI_NAME,
     PUBLISHERS_NAME,
     object_root,
-    with_array_items,
+    function_schemas,
 )
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
@@ -151,7 +151,7 @@ def test_schemas_every_vendor_refuses_are_made_ones_they_take(schema):
     assert claude_tools_refusal({"tools": [{"name": "f", "input_schema": fitted}], "messages": []}) is None
     assert converse_tools_refusal({"toolConfig": {"tools": [{"toolSpec": {"name": "f", "inputSchema": {"json": fitted}}}]},
                                    "messages": []}) is None
-    assert openai_tools_refusal(_openai_body(with_array_items(fitted))) is None
+    assert openai_tools_refusal(_openai_body(function_schemas([schema])[0])) is None
     assert openai_tools_refusal(_openai_body(schema)) is not None  # as the client sent it
 
 
@@ -168,12 +168,12 @@ def test_a_schema_that_needs_nothing_is_sent_as_it_is():
     schema = MCP_TOOL["input_schema"]
     assert object_root(schema) is schema
     fine = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "string"}}}}
-    assert with_array_items(fine) is fine
-    filled = with_array_items(schema)
+    assert function_schemas([fine])[0] is fine
+    filled = function_schemas([schema, fine])[0]
     assert filled["properties"]["labels"] == {"type": "array", "items": {}}
     assert filled["properties"]["filter"]["properties"]["tags"]["items"] == {}
     assert schema["properties"]["labels"] == {"type": "array"}  # the client's tree is not changed
-    assert orjson.loads(orjson.dumps(with_array_items(schema))) == filled  # the same answer from the cache
+    assert function_schemas([orjson.loads(orjson.dumps(schema)), fine])[0] == filled  # the same from the cache
 
 
 def test_gemini_refusals_hold_for_the_fitted_declarations():

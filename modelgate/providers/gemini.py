@@ -174,8 +174,7 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
                 out[key] = [gemini_schema(s, defs, depth) for s in subs]
         else:
             out[key] = value
-    items = out.get("items") or {}
-    if typ == "array" and not (items.get("type") or items.get("anyOf")):
+    if typ == "array" and not ((items := out.get("items") or {}).get("type") or items.get("anyOf")):
         # Gemini wants an array's item type: "…parameters.properties[includeTags].items: missing field."
         # (cline/cline#7339). A client's untyped array gets strings, which can carry any value as text.
         out["items"] = {"type": "STRING"}

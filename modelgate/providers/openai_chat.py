@@ -35,7 +35,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_models import output_cap, reasoning_model
-from modelgate.providers.tool_rules import object_root, with_array_items
+from modelgate.providers.tool_rules import function_schemas
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -101,11 +101,10 @@ def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list
 
 def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
     """Tool definitions in the `{type: function, function: {...}}` form several wire formats share."""
+    schemas = function_schemas([t.parameters for t in tools])
     return [
-        {"type": "function",
-         "function": {"name": t.name, "description": t.description or "",
-                      "parameters": with_array_items(object_root(t.parameters))}}
-        for t in tools
+        {"type": "function", "function": {"name": t.name, "description": t.description or "", "parameters": schema}}
+        for t, schema in zip(tools, schemas)
     ]
 
 

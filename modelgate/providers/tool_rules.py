@@ -40,11 +40,18 @@ from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, Too
 class NameRule:
     """The tool names a vendor takes, and the stand-in for each name it does not."""
 
-    __slots__ = ("pattern", "_known")
+    __slots__ = ("pattern", "_lines", "_known")
 
     def __init__(self, pattern: str) -> None:
         self.pattern = re.compile(pattern)
+        self._lines = re.compile(f"(?:{pattern}\n)*{pattern}")  # names one per line, each fitting
         self._known: dict[str, str | None] = {}  # names seen -> stand-in (None: fits); bounded
+
+    def all_fit(self, names: list[str]) -> bool:
+        """Whether every name fits: one match over the names' lines, where a request's 40 tools and its
+        history's calls would take a lookup each."""
+        lines = "\n".join(names)
+        return not names or (lines.count("\n") == len(names) - 1 and self._lines.fullmatch(lines) is not None)
 
     def stand_in(self, name: str) -> str | None:
         """None where `name` fits; else its letters, digits, `_` and `-`, at most 55 of them, and a hash of
@@ -76,18 +83,14 @@ PUBLISHERS_NAME = NameRule(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # Gemini's and Open
 def fit_tool_names(req: ChatRequest, rule: NameRule) -> tuple[ChatRequest, dict[str, str]]:
     """`req` with every tool name outside `rule` replaced by its stand-in (the tools, the named tool
     choice, the history's calls: vendors check all three), and the stand-ins' own names."""
-    stand_in = rule.stand_in
-    fitted = {t.name: stand for t in req.tools if (stand := stand_in(t.name)) is not None}
-    for message in req.messages:
-        if message.role == "assistant":
-            for p in message.parts:
-                if isinstance(p, ToolCall) and (stand := stand_in(p.name)) is not None:
-                    fitted[p.name] = stand
+    names = [t.name for t in req.tools] + [p.name for m in req.messages if m.role == "assistant"
+                                           for p in m.parts if type(p) is ToolCall]
     choice = req.tool_choice
-    if choice is not None and choice.name and (stand := stand_in(choice.name)) is not None:
-        fitted[choice.name] = stand
-    if not fitted:
+    if choice is not None and choice.name:
+        names.append(choice.name)
+    if rule.all_fit(names):
         return req, {}
+    fitted = {name: stand for name in names if (stand := rule.stand_in(name)) is not None}
 
     def part(p: Part) -> Part:
         return dataclasses.replace(p, name=fitted[p.name]) if isinstance(p, ToolCall) and p.name in fitted else p
@@ -165,25 +168,29 @@ _LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
-def with_array_items(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` with `items: {}` (any value) on every array that has none, as OpenAI demands."""
+def function_schemas(schemas: list[Any]) -> list[dict[str, Any]]:
+    """A request's tool `schemas` as OpenAI takes them: each with an object root (`object_root`) and
+    `items: {}` (any value) on every array that has none."""
     try:
-        encoded = orjson.dumps(schema)
+        encoded = orjson.dumps(schemas)
     except orjson.JSONEncodeError:  # not from JSON (an integer beyond 64 bits): no cache
-        return _items_filled(schema)
-    filled = _items_filled_of(encoded)
-    return schema if filled is None else filled
+        return _function_schemas(schemas)
+    fitted = _function_schemas_of(encoded)
+    return schemas if fitted is None else fitted
 
 
-@functools.lru_cache(maxsize=512)
-def _items_filled_of(encoded: bytes) -> dict[str, Any] | None:
-    """The filled schema of these bytes (None: nothing to fill), shared by every request that sends them:
-    agents send the same tools every turn, and the walk costs ten times the lookup. Callers only read it."""
-    if b'"array"' not in encoded:
-        return None
-    schema = orjson.loads(encoded)
-    filled = _items_filled(schema)
-    return None if filled is schema else filled
+@functools.lru_cache(maxsize=64)
+def _function_schemas_of(encoded: bytes) -> list[dict[str, Any]] | None:
+    """The fitted schemas of these bytes (None: they fit as they are), shared by every request that sends
+    them: an agent sends the same tools every turn, and the walk costs ten times the lookup. Callers only
+    read them. At most 64 tool sets of some 50 KB each are kept."""
+    schemas = orjson.loads(encoded)
+    fitted = _function_schemas(schemas)
+    return None if all(a is b for a, b in zip(fitted, schemas)) else fitted
+
+
+def _function_schemas(schemas: list[Any]) -> list[dict[str, Any]]:
+    return [_items_filled(object_root(schema)) for schema in schemas]
 
 
 def _items_filled(schema: Any) -> Any:
