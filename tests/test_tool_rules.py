@@ -78,6 +78,22 @@ async def test_claude_code_s_mcp_tools_reach_other_vendors_and_come_back_under_t
     assert final.content
 
 
+async def test_a_history_s_long_tool_call_ids_reach_openai(gateway, upstreams):
+    # A Responses item id (53 characters, agno-agi/agno#5382's) where a call id belongs, as some agents send.
+    fake = upstreams["openai"]
+    wired = await gateway.wire(fake.base_url, ["gpt-4.1"], kind="openai", upstream_keys=(_key(fake),), name="openai")
+    api = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+    call_id = "fc_0f0e50a1476a6c35006912c58dc9f8819192c25864eb16f07f"
+    loop = [{"role": "user", "content": "list the files"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {"c": "ls"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call_id, "content": "a.py"}]}]
+    tool = {"name": "Bash", "input_schema": {"type": "object", "properties": {"c": {"type": "string"}}}}
+    answer = await api.messages.create(model="gpt-4.1", max_tokens=256, tools=[tool], messages=loop)  # type: ignore[list-item]
+    assert answer.content
+    sent = fake.last.json()["messages"]
+    assert sent[1]["tool_calls"][0]["id"] == sent[2]["tool_call_id"] != call_id  # still a pair
+
+
 # A zod union's schema (PostHog/posthog#61040's shape): the root is anyOf, each branch an object.
 UNION_TOOL = {"type": "function", "function": {
     "name": "search", "description": "Search by id or by query",

@@ -65,6 +65,19 @@ def _tool_result_content(result: ToolResult) -> str:
     return f"Error: {text}" if result.is_error and not text.startswith("Error") else text
 
 
+# "Invalid 'messages[3].tool_calls[0].id': string too long. Expected a string with maximum length 40"
+# (microsoft/autogen#6377): longer ids (Responses' `fc_…`, other gateways' uuids) reach it in a history.
+_CALL_ID_MAX = 40
+
+
+def _call_id(call_id: str) -> str:
+    """A history's tool-call id as OpenAI takes it: a longer one becomes its head and a hash of it, the
+    same on the call and its result and on every turn."""
+    if len(call_id) <= _CALL_ID_MAX:
+        return call_id
+    return f"{call_id[:27]}_{hashlib.sha256(call_id.encode()).hexdigest()[:12]}"
+
+
 def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list[dict[str, Any]]:
     """`replay_reasoning`: send the thinking of assistant turns that called tools back as
     `reasoning_content` (DeepSeek and Moonshot reject a tool-call turn of a thinking model without it)."""
@@ -79,7 +92,7 @@ def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list
             calls = [p for p in message.parts if isinstance(p, ToolCall)]
             if calls:
                 entry["tool_calls"] = [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    {"id": _call_id(c.id), "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                     for c in calls
                 ]
                 reasoning = "".join(p.text for p in message.parts if isinstance(p, ThinkingPart))
@@ -91,7 +104,7 @@ def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list
         else:
             for part in message.parts:
                 if isinstance(part, ToolResult):
-                    out.append({"role": "tool", "tool_call_id": part.tool_call_id,
+                    out.append({"role": "tool", "tool_call_id": _call_id(part.tool_call_id),
                                 "content": _tool_result_content(part)})
                 elif isinstance(part, (TextPart, ImagePart)):
                     # Text next to tool results (messages protocol) becomes a user turn.

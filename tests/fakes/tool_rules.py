@@ -4,7 +4,9 @@ Sources, per rule (the words users quote from the real services):
 - OpenAI: names "Invalid 'tools[0].function.name': string too long. Expected a string with maximum length
   64, but got a string with length 81 instead." (ravitemer/mcphub.nvim#243) and "string does not match
   pattern. Expected a string that matches the pattern '^[a-zA-Z0-9_-]+$'." (Vortiago/mcp-azure-devops#30),
-  also on the history's calls (mcp-use/mcp-use#90); schemas, without strict mode: "array schema missing
+  also on the history's calls (mcp-use/mcp-use#90), whose ids take at most 40 characters ("Invalid
+  'messages[10].tool_calls[0].id': string too long. Expected a string with maximum length 40, but got a
+  string with length 53 instead.", agno-agi/agno#5382); schemas, without strict mode: "array schema missing
   items" at any depth (mark3labs/mcphost#35, gumloop/guMCP#136), "schema must be a JSON Schema of 'type:
   "object"', got 'type: "None"'." (ComposioHQ/composio#1829), "schema must have type 'object' and not
   have 'oneOf'/'anyOf'/'allOf'/'enum'/'not' at the top level." (nspady/google-calendar-mcp#39).
@@ -90,6 +92,9 @@ def openai_tools_refusal(body: dict[str, Any]) -> tuple[str, str] | None:
             where = f"messages[{i}].tool_calls[{j}].function.name"
             if (refused := _openai_name((call.get("function") or {}).get("name"), where)) is not None:
                 return refused
+            if isinstance(call.get("id"), str) and len(call["id"]) > 40:
+                return (f"Invalid 'messages[{i}].tool_calls[{j}].id': string too long. Expected a string with maximum "
+                        f"length 40, but got a string with length {len(call['id'])} instead.", "string_above_max_length")
     return None
 
 
