@@ -17,7 +17,7 @@ from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
-from modelgate.protocols.responses.encode import echoed, encode_response, usage_from_vendor
+from modelgate.protocols.responses.encode import NAMESPACED, echoed, encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder
 from modelgate.protocols.responses.tap import ResponsesStreamTap
 from modelgate.protocols.responses.validate import validate
@@ -59,7 +59,10 @@ class ResponsesCodec:
         return decode.to_ir(body)
 
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
-        return echoed(body)
+        context = echoed(body)
+        if names := decode.namespaced_names(body.get("tools")):
+            context[NAMESPACED] = names
+        return context
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:
         return orjson.dumps(encode_response(resp, model, body))

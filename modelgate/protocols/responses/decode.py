@@ -8,7 +8,7 @@ itself (pass-through). On conversion those are a clear 400. See docs/conversion.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Iterable, Iterator, cast
 
 from modelgate.errors import GatewayError, invalid_request
 from modelgate.protocols.ir import (
@@ -51,6 +51,43 @@ def _parts(content: str | list[dict[str, Any]], where: str) -> list[TextPart | I
             raise invalid_request(f"'{where}[{i}]': file inputs need a model served over the Responses API "
                                   "(an openai or azure-openai channel)")
     return parts
+
+
+# Codex's namespace for functions given without one; it dispatches a call without a namespace there.
+DEFAULT_NAMESPACE = "functions"
+
+
+def flat_name(namespace: str | None, name: str) -> str:
+    """The one name a function of a namespace tool goes by on conversion (other vendors have no
+    namespaces): `mcp__github__` and `create_issue` -> `mcp__github__create_issue`, as Codex named its
+    MCP tools before namespaces; a function of the default namespace keeps its name."""
+    if not namespace or namespace == DEFAULT_NAMESPACE:
+        return name
+    return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
+
+
+def _functions(tools: Iterable[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The function tools of a request, those of its namespace tools included, by the name each goes by."""
+    for tool in tools:
+        if tool["type"] == "function":
+            yield tool["name"], tool
+        elif tool["type"] == "namespace":
+            for inner in tool["tools"]:
+                if inner["type"] == "function":
+                    yield flat_name(tool["name"], inner["name"]), inner
+
+
+def namespaced_names(tools: Any) -> dict[str, tuple[str, str]]:
+    """The flat names of a request's namespaced functions -> (namespace, name): an answer's call of one
+    goes back to the client under its namespace, which Codex dispatches by."""
+    names: dict[str, tuple[str, str]] = {}
+    for tool in tools or ():
+        if tool["type"] == "namespace":
+            for inner in tool["tools"]:
+                flat = flat_name(tool["name"], inner["name"])
+                if inner["type"] == "function" and flat != inner["name"]:
+                    names[flat] = (tool["name"], inner["name"])
+    return names
 
 
 def _tool_choice(body: dict[str, Any]) -> tuple[ToolChoice | None, set[str] | None]:
@@ -115,7 +152,8 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
                 for part in parts:
                     assistant_part(part)
         elif kind == "function_call":
-            assistant_part(ToolCall(item["call_id"], item["name"], item["arguments"] or "{}"))
+            name = flat_name(item.get("namespace"), item["name"])
+            assistant_part(ToolCall(item["call_id"], name, item["arguments"] or "{}"))
         elif kind == "function_call_output":
             result = ToolResult(item["call_id"], _parts(item["output"], f"{where}.output"))
             if messages and messages[-1].role == "tool":
@@ -142,9 +180,9 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         # encrypted state: the user messages a compaction keeps beside it still reach the model.
     choice, allowed = _tool_choice(body)
     tools = [
-        Tool(t["name"], t.get("description"), t.get("parameters") or {})
-        for t in body.get("tools") or ()
-        if t["type"] == "function" and (allowed is None or t["name"] in allowed)
+        Tool(name, t.get("description"), t.get("parameters") or {})
+        for name, t in _functions(body.get("tools") or ())
+        if allowed is None or name in allowed or t["name"] in allowed
     ]
     reasoning = body.get("reasoning") or {}
     return ChatRequest(

@@ -71,13 +71,21 @@ def reasoning_item(item_id: str, text: str | None, signature: str | None = None)
     return item
 
 
-def function_call_item(item_id: str, call_id: str, name: str, arguments: str,
-                       status: str = "completed") -> dict[str, Any]:
-    return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name,
+# The answer context's key for the request's namespaced functions (decode.namespaced_names).
+NAMESPACED = "namespaced"
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed",
+                       namespaced: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """A function call; one of a namespace tool's functions under its own name and namespace."""
+    item = {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name,
             "arguments": arguments}
+    if namespaced and name in namespaced:
+        item["namespace"], item["name"] = namespaced[name]
+    return item
 
 
-def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
+def output_items(resp: ChatResponse, namespaced: Mapping[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """Output items in the order of the IR parts; neighbouring text (or reasoning) parts form one item."""
     items: list[dict[str, Any]] = []
     for part in resp.parts:
@@ -99,7 +107,8 @@ def output_items(resp: ChatResponse) -> list[dict[str, Any]]:
             else:
                 items.append(reasoning_item(new_id("rs"), part.text, part.signature))
         elif isinstance(part, ToolCall):
-            items.append(function_call_item(new_id("fc"), part.id, part.name, part.arguments or "{}"))
+            items.append(function_call_item(new_id("fc"), part.id, part.name, part.arguments or "{}",
+                                            namespaced=namespaced))
     return items
 
 
@@ -167,7 +176,8 @@ def final_status(stop_reason: StopReason | None) -> str:
 
 def encode_response(resp: ChatResponse, model: str, body: dict[str, Any]) -> dict[str, Any]:
     skeleton = ResponseSkeleton(body, model)
-    return skeleton.build(final_status(resp.stop_reason), output_items(resp), resp.usage, resp.stop_reason)
+    return skeleton.build(final_status(resp.stop_reason), output_items(resp, body.get(NAMESPACED)), resp.usage,
+                          resp.stop_reason)
 
 
 def error_object(error_type: str, message: str) -> dict[str, Any]:

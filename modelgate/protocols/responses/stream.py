@@ -19,7 +19,7 @@ anything else arrives.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
@@ -37,6 +37,7 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.protocols.responses.encode import (
+    NAMESPACED,
     ResponseSkeleton,
     error_object,
     final_status,
@@ -68,17 +69,18 @@ class _Item:
     def text(self) -> str:
         return "".join(self.chunks)
 
-    def done(self) -> dict[str, Any]:
+    def done(self, namespaced: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
         if self.kind == "message":
             return message_item(self.id, self.text)
         if self.kind == "reasoning":
             return reasoning_item(self.id, self.text, self.signature)
-        return function_call_item(self.id, self.call_id, self.name, self.text or "{}")
+        return function_call_item(self.id, self.call_id, self.name, self.text or "{}", namespaced=namespaced)
 
 
 class ResponsesStreamEncoder:
     def __init__(self, model: str, body: dict[str, Any]) -> None:
         self.skeleton = ResponseSkeleton(body, model)
+        self.namespaced = body.get(NAMESPACED)  # the request's namespaced functions by their flat names
         self.usage = Usage()
         self.started = False
         self.finished = False
@@ -186,7 +188,7 @@ class ResponsesStreamEncoder:
         self._seen_calls.add(event.index)
         self._close_text(out)
         call = self._calls[event.index] = self._open("function_call", event.id, event.name)
-        added = function_call_item(call.id, call.call_id, call.name, "", "in_progress")
+        added = function_call_item(call.id, call.call_id, call.name, "", "in_progress", self.namespaced)
         out.append(self._event("response.output_item.added", {"output_index": call.index, "item": added}))
 
     def _close_text(self, out: list[bytes]) -> None:
@@ -218,7 +220,7 @@ class ResponsesStreamEncoder:
                     "item_id": call.id, "output_index": call.index, "delta": "{}"}))
             out.append(self._event("response.function_call_arguments.done", {
                 "item_id": call.id, "output_index": call.index, "arguments": call.text}))
-            self._finish_item(call, call.done(), out)
+            self._finish_item(call, call.done(self.namespaced), out)
         self._calls.clear()
 
     def _finish_item(self, item: _Item, done: dict[str, Any], out: list[bytes]) -> None:

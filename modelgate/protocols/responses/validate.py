@@ -59,6 +59,8 @@ def _check_item(item: Any, where: str) -> None:
         for name in ("call_id", "name", "arguments"):
             if not isinstance(item.get(name), str):
                 raise invalid_request(f"'{where}.{name}' must be a string")
+        if item.get("namespace") is not None and not isinstance(item["namespace"], str):
+            raise invalid_request(f"'{where}.namespace' must be a string")
     elif kind == "function_call_output":
         if not isinstance(item.get("call_id"), str):
             raise invalid_request(f"'{where}.call_id' must be a string")
@@ -77,22 +79,28 @@ def _check_item(item: Any, where: str) -> None:
     # they pass through to a Responses upstream and are dealt with in to_ir otherwise.
 
 
-def check_tools(tools: Any) -> None:
+def check_tools(tools: Any, where: str = "tools") -> None:
     if not isinstance(tools, list):
-        raise invalid_request("'tools' must be an array")
+        raise invalid_request(f"'{where}' must be an array")
     for i, tool in enumerate(tools):
+        at = f"{where}[{i}]"
         if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise invalid_request(f"'tools[{i}]' must be an object with a string 'type'")
+            raise invalid_request(f"'{at}' must be an object with a string 'type'")
+        if tool["type"] == "namespace" and where == "tools":  # a group of function and custom tools
+            if not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise invalid_request(f"'{at}.name' must be a non-empty string")
+            check_tools(tool.get("tools"), f"{at}.tools")
+            continue
         if tool["type"] != "function":
             continue
         if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise invalid_request(f"'tools[{i}].name' must be a non-empty string")
+            raise invalid_request(f"'{at}.name' must be a non-empty string")
         if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
-            raise invalid_request(f"'tools[{i}].parameters' must be a JSON-schema object")
+            raise invalid_request(f"'{at}.parameters' must be a JSON-schema object")
         if tool.get("description") is not None and not isinstance(tool["description"], str):
-            raise invalid_request(f"'tools[{i}].description' must be a string")
+            raise invalid_request(f"'{at}.description' must be a string")
         if tool.get("strict") is not None and not isinstance(tool["strict"], bool):
-            raise invalid_request(f"'tools[{i}].strict' must be a boolean")
+            raise invalid_request(f"'{at}.strict' must be a boolean")
 
 
 def _check_tool_choice(choice: Any) -> None:

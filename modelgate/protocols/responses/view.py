@@ -38,6 +38,7 @@ class Item(View):
     content: Union[str, list[Part], None] = None
     call_id: Union[str, UnsetType] = UNSET
     name: Union[str, UnsetType] = UNSET
+    namespace: Union[str, UnsetType] = UNSET  # a call of a namespace tool's function (Codex's MCP tools)
     arguments: Union[str, UnsetType] = UNSET
     output: Union[str, list[Part], UnsetType] = UNSET
     summary: Union[list[SummaryPart], UnsetType] = UNSET
