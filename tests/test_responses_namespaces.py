@@ -22,7 +22,8 @@ TOOLS = [
                 "parameters": ISSUE_SCHEMA}]},
     {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.",
      "tools": [{"type": "function", "name": "close_agent", "description": "Close", "strict": False,
-                "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}}]},
+                "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}},
+               {"type": "custom", "name": "exec", "description": "Run code"}]},  # dropped, as top-level ones
     {"type": "function", "name": "exec_command", "description": "Run", "strict": False,
      "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
 ]
@@ -86,3 +87,11 @@ async def test_a_malformed_namespace_tool_is_a_clear_400(gateway, anthropic_upst
                                    tools=[{"type": "namespace", "name": "mcp__x__", "description": "d",  # type: ignore[list-item]
                                            "tools": [{"type": "function", "name": ""}]}])
     assert "'tools[0].tools[0].name' must be a non-empty string" in caught.value.message
+
+
+async def test_a_namespace_s_nameless_custom_tool_is_dropped_not_a_crash(gateway, anthropic_upstream):
+    api = await _wired(gateway, anthropic_upstream)
+    tools = [{"type": "namespace", "name": "mcp__x__", "description": "d", "tools": [{"type": "custom"}]}, TOOLS[2]]
+    resp = await api.responses.create(model="claude-haiku-4-5", input="hi", store=False, tools=tools)  # type: ignore[arg-type]
+    assert resp.output_text
+    assert [t["name"] for t in anthropic_upstream.last.json()["tools"]] == ["exec_command"]

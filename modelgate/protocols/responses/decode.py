@@ -84,8 +84,7 @@ def namespaced_names(tools: Any) -> dict[str, tuple[str, str]]:
     for tool in tools or ():
         if tool["type"] == "namespace":
             for inner in tool["tools"]:
-                flat = flat_name(tool["name"], inner["name"])
-                if inner["type"] == "function" and flat != inner["name"]:
+                if inner["type"] == "function" and (flat := flat_name(tool["name"], inner["name"])) != inner["name"]:
                     names[flat] = (tool["name"], inner["name"])
     return names
 
