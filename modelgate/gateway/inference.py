@@ -61,6 +61,7 @@ from modelgate.providers.base import (
     unreadable,
 )
 from modelgate.providers.registry import get_kind
+from modelgate.providers.output_caps import stated_cap
 from modelgate.providers.tool_rules import FUNCTION_NAME, fit_tool_names, own_names
 from modelgate.routing.events import Clock
 from modelgate.routing.executor import CallContext
@@ -346,10 +347,15 @@ class InferenceHandler:
             _note_usage(record, handle.usage)
 
 
+async def _refused(resp: aiohttp.ClientResponse, adapter: Any, endpoint: Endpoint) -> UpstreamError:
+    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+    return refusal(adapter, resp.status, body, resp.headers, endpoint)
+
+
 class _Call:
     """The per-call attempt functions handed to the executor."""
 
-    __slots__ = ("h", "codec", "body", "answer", "tool_names", "model", "ctx", "client_headers", "clock")
+    __slots__ = ("h", "codec", "body", "answer", "tool_names", "max_tokens", "model", "ctx", "client_headers", "clock")
 
     def __init__(self, handler: InferenceHandler, codec: ClientCodec, body: Mapping[str, Any], model: str,
                  ctx: CallContext, client_headers: dict[str, str]) -> None:
@@ -358,6 +364,7 @@ class _Call:
         self.body = body
         self.answer: dict[str, Any] = {}  # what of the request a converted answer reads (codec.answer_context)
         self.tool_names: dict[str, str] = {}  # a converted call's tool-name stand-ins -> the client's names
+        self.max_tokens: int | None = None  # the output tokens a converted call asks for
         self.model = model
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
@@ -378,12 +385,26 @@ class _Call:
             if "reasoning" in route.capabilities:
                 ir = dataclasses.replace(ir, reasoning_model=True)
             ir, self.tool_names = fit_tool_names(ir, getattr(adapter, "tool_names", FUNCTION_NAME))
+            self.max_tokens = ir.max_tokens
+            cap = self.h.rt.output_caps.get(endpoint.provider_id, route.upstream_model)
+            if cap is not None and ir.max_tokens is not None and ir.max_tokens > cap:
+                ir = dataclasses.replace(ir, max_tokens=cap)
             req = adapter.build_request(ir, route.upstream_model, endpoint)
             # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
             # attempt decodes the bytes again.
             self.answer = self.codec.answer_context(body)
             self.body = shed(body)
         return adapter, req, native
+
+    def _capped(self, error: UpstreamError, route: Route, endpoint: Endpoint) -> bool:
+        """Whether a converted call's refusal names an output cap below what the call asked for: learnt, so
+        that the call is sent again at it, and later calls from the start (providers/output_caps.py)."""
+        cap = stated_cap(error.message) if error.error_type == ErrorType.INVALID_REQUEST else None
+        if cap is None or cap < 1 or self.max_tokens is None or cap >= self.max_tokens:
+            return False
+        log.info("output cap learnt trace_id=%s model=%s cap=%d", self.ctx.trace_id, route.upstream_model, cap)
+        self.h.rt.output_caps.learn(endpoint.provider_id, route.upstream_model, cap)
+        return True
 
     def _timeout(self) -> float:
         remaining = self.h.rt.executor.remaining(self.ctx)
@@ -396,7 +417,13 @@ class _Call:
         adapter, req, native = self._request(route, endpoint)
         status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
         if status >= 400:
-            raise refusal(adapter, status, data, resp_headers, endpoint)
+            error = refusal(adapter, status, data, resp_headers, endpoint)
+            if native or not self._capped(error, route, endpoint):
+                raise error
+            adapter, req, native = self._request(route, endpoint)
+            status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
+            if status >= 400:
+                raise refusal(adapter, status, data, resp_headers, endpoint)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
             if self.tool_names:
@@ -416,11 +443,16 @@ class _Call:
         resp: aiohttp.ClientResponse | None = None
         try:
             async with asyncio.timeout(timeout):
-                resp = await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
-                                                    timeout=self.h.rt.connect_limit)
+                resp = await self._send(req)
                 if resp.status >= 400:
-                    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
-                    raise refusal(adapter, resp.status, body, resp.headers, endpoint)
+                    error = await _refused(resp, adapter, endpoint)
+                    if native or not self._capped(error, route, endpoint):
+                        raise error
+                    resp.close()
+                    adapter, req, native = self._request(route, endpoint)
+                    resp = await self._send(req)
+                    if resp.status >= 400:
+                        raise await _refused(resp, adapter, endpoint)
                 if resp.headers.get("content-type", "").lower().startswith(NOT_A_STREAM):
                     body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
                     raise stream_refusal(adapter, body, resp.headers, endpoint)
@@ -449,6 +481,10 @@ class _Call:
             if isinstance(exc, aiohttp.ClientError):
                 raise UpstreamError(ErrorType.NETWORK_ERROR, f"Upstream stream failed ({type(exc).__name__})")
             raise
+
+    async def _send(self, req: UpstreamRequest) -> aiohttp.ClientResponse:
+        return await self.h.rt.http.request(req.method, req.url, headers=req.headers, data=req.body,
+                                            timeout=self.h.rt.connect_limit)
 
     def _translate(self, handle: StreamHandle, chunk: bytes, now: float, first: bool = False) -> bytes:
         """The client's bytes for an upstream chunk read at `now` (the call's clock)."""

@@ -26,6 +26,7 @@ from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.protocols import sse
 from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.mock import MOCK_UPSTREAM
+from modelgate.providers.output_caps import LearnedCaps
 from modelgate.providers.registry import get_kind
 from modelgate.routing.breaker import BreakerRegistry
 from modelgate.routing.events import Clock, EventType, LoopClock, SystemClock
@@ -145,6 +146,7 @@ class Runtime:
         # The rest is watched around each request (first byte, whole call, stream gaps).
         self.connect_limit = aiohttp.ClientTimeout(total=None, sock_connect=upstream.connect_timeout_seconds)
         self.in_flight = 0  # calls of this worker between admission and their end
+        self.output_caps = LearnedCaps()  # output-token caps the upstreams' refusals named
         self.max_in_flight = upstream.max_in_flight
         self._refresh_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []

@@ -54,3 +54,15 @@ def vendor_refusal(kind: str, body: dict[str, Any]) -> str | None:
         if body.get("enable_thinking") and not body.get("stream"):
             return "parameter.enable_thinking must be set to false for non-streaming calls"  # its error codes
     return None
+
+
+# The chat-completions vendors' refusals of more output tokens than the model's cap, in their words
+# (`{cap}` the cap, `{model}` the model); sources in modelgate/providers/output_caps.py.
+CAP_REFUSALS = {
+    "deepseek": "Invalid max_tokens value, the valid range of max_tokens is [1, {cap}]",
+    "groq": "`max_tokens` must be less than or equal to `{cap}`, the maximum value for `max_tokens` is less than the "
+            "`context_window` for this model",
+    "dashscope": "<400> InternalError.Algo.InvalidParameter: Range of max_tokens should be [1, {cap}]",
+    "zhipu": "max_tokens参数非法：限制数值范围[1,{cap}]",
+    "minimax": "invalid params, model[{model}] does not support max tokens > {cap} (2013)",
+}

@@ -118,6 +118,7 @@ class FakeOpenAI(FakeUpstream):
         self.models = set(models)
         self.base_path = base_path
         self.auth_header = auth_header
+        self.vendor_caps: dict[str, tuple[int, str]] = {}  # model -> (output cap, the vendor's refusal of more)
         self.delay = 0.0  # seconds before answering (headers of streams included)
         self.chunk_delay = 0.0  # seconds between stream chunks
         self.reset_next = 0  # close the connection without an answer this many times
@@ -186,6 +187,10 @@ class FakeOpenAI(FakeUpstream):
         if most is not None and isinstance(asked, int) and asked > most:
             return openai_error(400, f"max_tokens is too large: {asked}. This model supports at most {most} completion "
                                 f"tokens, whereas you provided {asked}.", "invalid_request_error", "invalid_value")
+        vendor = self.vendor_caps.get(model)
+        if vendor is not None and isinstance(asked, int) and asked > vendor[0]:
+            return openai_error(400, vendor[1].format(cap=vendor[0], model=model), "invalid_request_error",
+                                "invalid_request_error")
         if isinstance(body.get("user"), str) and len(body["user"]) > 64:
             # the service's words (BerriAI/litellm's tests; proxies of Claude Code's metadata.user_id)
             return openai_error(400, "Invalid 'user': string too long. Expected a string with maximum length 64, "
