@@ -15,14 +15,14 @@ from modelgate.providers.base import Endpoint
 from modelgate.providers.registry import KINDS
 from tests.fakes.compat_rules import vendor_refusal
 
-VENDORS = ("mistral", "minimax", "xai", "moonshot", "deepseek", "zhipu", "dashscope", "perplexity")
+VENDORS = ("mistral", "minimax", "xai", "moonshot", "deepseek", "zhipu", "dashscope", "perplexity", "fireworks")
 TOOLS = [{"name": "Bash", "description": "Run a command",
           "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}]
 
 
 def claude_code_request(stream: bool, **extra) -> dict:
     return {
-        "model": "m", "max_tokens": 8000, "stream": stream, "tools": TOOLS, "temperature": 0.5,
+        "model": "m", "max_tokens": 32000, "stream": stream, "tools": TOOLS, "temperature": 0.5,
         "stop_sequences": ["\n\nHuman:"], "thinking": {"type": "enabled", "budget_tokens": 4096},
         "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1"},
                    {"type": "text", "text": "You are Claude Code."}],

@@ -284,6 +284,20 @@ def minimax_sampling(body: dict[str, Any]) -> None:
             body[name] = 0.01 if value <= 0 else min(value, 1.0)
 
 
+# "Requests with max_tokens > 4096 must have stream=true" (nullclaw/nullclaw#231); a stream is lowered to
+# the context window by Fireworks itself (its `context_length_exceeded_behavior`).
+FIREWORKS_UNSTREAMED_MAX = 4096
+
+
+def fireworks_unstreamed_tokens(body: dict[str, Any]) -> None:
+    """Fireworks takes at most 4,096 output tokens without a stream (Claude Code asks 32,000 on its
+    unstreamed retries)."""
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = body.get(name)
+        if not body.get("stream") and isinstance(value, int) and value > FIREWORKS_UNSTREAMED_MAX:
+            body[name] = FIREWORKS_UNSTREAMED_MAX
+
+
 def _top_level_fields(body: bytes) -> tuple[str, str]:
     """(type, code) of error bodies written without the `error` wrapper (Mistral, vLLM, SiliconFlow)."""
     try:

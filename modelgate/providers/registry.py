@@ -31,6 +31,7 @@ from modelgate.providers.openai_compat import (
     alternating_turns,
     dashscope_streaming_thinking,
     dashscope_thinking,
+    fireworks_unstreamed_tokens,
     minimax_sampling,
     mistral_tool_id,
     one_system_message,
@@ -146,7 +147,8 @@ KINDS: dict[str, ProviderKind] = {
                      CompatChatAdapter(error_codes={"model_not_available": _NOT_FOUND}),
                      # the official SDK's host (together 3.x); api.together.xyz still answers too
                      "https://api.together.ai/v1", "https://docs.together.ai/reference/chat-completions-1"),
-        ProviderKind("fireworks", "Fireworks AI", _openai_chat, "https://api.fireworks.ai/inference/v1",
+        ProviderKind("fireworks", "Fireworks AI", CompatChatAdapter(clamp=fireworks_unstreamed_tokens),
+                     "https://api.fireworks.ai/inference/v1",
                      "https://docs.fireworks.ai/api-reference/post-chatcompletions"),
         ProviderKind("openrouter", "OpenRouter",
                      CompatChatAdapter(not_found_hints=("is not a valid model id",),

@@ -17,6 +17,8 @@ def _forced(body: dict[str, Any]) -> bool:
 def vendor_refusal(kind: str, body: dict[str, Any]) -> str | None:
     messages = body.get("messages") or []
     roles = [m.get("role") for m in messages if isinstance(m, dict)]
+    if kind == "fireworks" and not body.get("stream") and (body.get("max_tokens") or 0) > 4096:
+        return "Requests with max_tokens > 4096 must have stream=true"  # nullclaw/nullclaw#231
     if kind == "mistral" and any(a == "tool" and b == "user" for a, b in zip(roles, roles[1:])):
         return "Unexpected role 'user' after role 'tool'"  # code 3230, NousResearch/hermes-agent#20154
     if kind == "minimax":
