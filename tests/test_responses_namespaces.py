@@ -23,7 +23,7 @@ TOOLS = [
     {"type": "namespace", "name": "multi_agent_v1", "description": "Sub-agents.",
      "tools": [{"type": "function", "name": "close_agent", "description": "Close", "strict": False,
                 "parameters": {"type": "object", "properties": {"id": {"type": "string"}}}},
-               {"type": "custom", "name": "exec", "description": "Run code"}]},  # dropped, as top-level ones
+               {"type": "custom", "name": "exec", "description": "Run code"}]},
     {"type": "function", "name": "exec_command", "description": "Run", "strict": False,
      "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
 ]
@@ -42,7 +42,7 @@ async def test_a_namespaced_function_reaches_claude_and_its_call_comes_back_unde
                                       tool_choice="required", store=False)
     sent = anthropic_upstream.last.json()
     assert [t["name"] for t in sent["tools"]] == ["mcp__github__create_issue", "multi_agent_v1__close_agent",
-                                                  "exec_command"]
+                                                  "multi_agent_v1__exec", "exec_command"]
     assert sent["tools"][0]["input_schema"] == ISSUE_SCHEMA
     call = next(item for item in resp.output if item.type == "function_call")
     assert (call.name, call.namespace) == ("create_issue", "mcp__github__")
@@ -89,9 +89,58 @@ async def test_a_malformed_namespace_tool_is_a_clear_400(gateway, anthropic_upst
     assert "'tools[0].tools[0].name' must be a non-empty string" in caught.value.message
 
 
-async def test_a_namespace_s_nameless_custom_tool_is_dropped_not_a_crash(gateway, anthropic_upstream):
+async def test_a_namespace_s_nameless_custom_tool_is_a_clear_400_not_a_crash(gateway, anthropic_upstream):
+    import openai
+    import pytest
+
     api = await _wired(gateway, anthropic_upstream)
     tools = [{"type": "namespace", "name": "mcp__x__", "description": "d", "tools": [{"type": "custom"}]}, TOOLS[2]]
-    resp = await api.responses.create(model="claude-haiku-4-5", input="hi", store=False, tools=tools)  # type: ignore[arg-type]
-    assert resp.output_text
-    assert [t["name"] for t in anthropic_upstream.last.json()["tools"]] == ["exec_command"]
+    with pytest.raises(openai.BadRequestError) as caught:
+        await api.responses.create(model="claude-haiku-4-5", input="hi", store=False, tools=tools)  # type: ignore[arg-type]
+    assert "'tools[0].tools[0].name' must be a non-empty string" in caught.value.message
+
+
+# Codex's freeform `apply_patch` (its request for gpt-5.5 slugs, captured from codex_exec 0.169.0): raw text
+# in a custom tool's `input`, checked against a Lark grammar. Other vendors take functions: it goes as one
+# with a string argument `input`, and its call comes back as a `custom_tool_call` with the raw text.
+APPLY_PATCH = {"type": "custom", "name": "apply_patch",
+               "description": "The `apply_patch` tool can be used to edit files. This is a FREEFORM tool, so do not "
+                              "wrap the patch in JSON.",
+               "format": {"type": "grammar", "syntax": "lark",
+                          "definition": 'start: begin_patch hunk+ end_patch\nbegin_patch: "*** Begin Patch" LF'}}
+PATCH = '*** Begin Patch\n*** Add File: a.txt\n+say "hi"\n*** End Patch\n'
+
+
+async def test_codex_s_freeform_tool_reaches_claude_as_a_function_and_comes_back_as_a_custom_call(gateway,
+                                                                                                 anthropic_upstream):
+    from tests.fakes.anthropic_upstream import Reply
+
+    api = await _wired(gateway, anthropic_upstream)
+    anthropic_upstream.reply_next(Reply(tool_uses=[("apply_patch", {"input": PATCH})]), times=2)
+    resp = await api.responses.create(model="claude-haiku-4-5", input="add a.txt", tools=[APPLY_PATCH, TOOLS[2]],  # type: ignore[list-item]
+                                      store=False)
+    sent = anthropic_upstream.last.json()["tools"][0]
+    assert sent["name"] == "apply_patch" and sent["input_schema"]["properties"] == {"input": {"type": "string"}}
+    assert "begin_patch" in sent["description"]  # the grammar the input follows
+    call = next(item for item in resp.output if item.type == "custom_tool_call")
+    assert (call.name, call.input) == ("apply_patch", PATCH)
+
+    events = [event async for event in await api.responses.create(
+        model="claude-haiku-4-5", input="add a.txt", tools=[APPLY_PATCH], store=False, stream=True)]  # type: ignore[list-item]
+    kinds = [event.type for event in events]
+    assert "response.function_call_arguments.delta" not in kinds
+    done = next(event for event in events if event.type == "response.custom_tool_call_input.done")
+    assert done.input == PATCH
+    item = next(event.item for event in events if event.type == "response.output_item.done")
+    assert (item.type, item.input) == ("custom_tool_call", PATCH)  # type: ignore[union-attr]
+
+    # The call and its output in Codex's next request reach Claude as a tool call and its result.
+    history = [{"role": "user", "content": "add a.txt"},
+               {"type": "custom_tool_call", "call_id": call.call_id, "name": "apply_patch", "input": PATCH},
+               {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Success. Updated: A a.txt"}]
+    answer = await api.responses.create(model="claude-haiku-4-5", input=history, tools=[APPLY_PATCH], store=False)  # type: ignore[arg-type, list-item]
+    assert answer.output_text
+    turns = anthropic_upstream.last.json()["messages"]
+    assert turns[1]["content"][-1] == {"type": "tool_use", "id": call.call_id, "name": "apply_patch",
+                                       "input": {"input": PATCH}}
+    assert turns[2]["content"][0]["tool_use_id"] == call.call_id

@@ -17,7 +17,7 @@ from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
-from modelgate.protocols.responses.encode import NAMESPACED, echoed, encode_response, usage_from_vendor
+from modelgate.protocols.responses.encode import CALL_FORMS, echoed, encode_response, usage_from_vendor
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder
 from modelgate.protocols.responses.tap import ResponsesStreamTap
 from modelgate.protocols.responses.validate import validate
@@ -60,8 +60,8 @@ class ResponsesCodec:
 
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         context = echoed(body)
-        if names := decode.namespaced_names(body.get("tools")):
-            context[NAMESPACED] = names
+        if forms := decode.call_forms(body.get("tools")):
+            context[CALL_FORMS] = forms
         return context
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:

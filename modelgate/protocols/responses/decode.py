@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, cast
 
+import orjson
+
 from modelgate.errors import GatewayError, invalid_request
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -66,27 +68,45 @@ def flat_name(namespace: str | None, name: str) -> str:
     return f"{namespace.rstrip('_')}__{name.lstrip('_')}"
 
 
-def _functions(tools: Iterable[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The function tools of a request, those of its namespace tools included, by the name each goes by."""
+_CALLABLE = ("function", "custom")
+
+
+def _callable(tools: Iterable[dict[str, Any]]) -> Iterator[tuple[str | None, dict[str, Any]]]:
+    """The function and custom tools of a request with their namespace (None at the top level)."""
     for tool in tools:
-        if tool["type"] == "function":
-            yield tool["name"], tool
+        if tool["type"] in _CALLABLE:
+            yield None, tool
         elif tool["type"] == "namespace":
             for inner in tool["tools"]:
-                if inner["type"] == "function":
-                    yield flat_name(tool["name"], inner["name"]), inner
+                if inner["type"] in _CALLABLE and isinstance(inner.get("name"), str):
+                    yield tool["name"], inner
 
 
-def namespaced_names(tools: Any) -> dict[str, tuple[str, str]]:
-    """The flat names of a request's namespaced functions -> (namespace, name): an answer's call of one
-    goes back to the client under its namespace, which Codex dispatches by."""
-    names: dict[str, tuple[str, str]] = {}
-    for tool in tools or ():
-        if tool["type"] == "namespace":
-            for inner in tool["tools"]:
-                if inner["type"] == "function" and (flat := flat_name(tool["name"], inner["name"])) != inner["name"]:
-                    names[flat] = (tool["name"], inner["name"])
-    return names
+def call_forms(tools: Any) -> dict[str, tuple[str | None, str, bool]]:
+    """The flat names of the request's tools whose calls the client reads in another form than a plain
+    function call -> (namespace, own name, custom): Codex dispatches by name and namespace, and runs a
+    custom tool (its freeform `apply_patch`) from a `custom_tool_call` item's raw `input`."""
+    forms: dict[str, tuple[str | None, str, bool]] = {}
+    for namespace, tool in _callable(tools or ()):
+        flat = flat_name(namespace, tool["name"])
+        if flat != tool["name"] or tool["type"] == "custom":
+            forms[flat] = (namespace if flat != tool["name"] else None, tool["name"], tool["type"] == "custom")
+    return forms
+
+
+# A custom tool takes raw text; other vendors take a function, whose one argument carries it.
+CUSTOM_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
+
+
+def _ir_tool(name: str, tool: dict[str, Any]) -> Tool:
+    if tool["type"] == "function":
+        return Tool(name, tool.get("description"), tool.get("parameters") or {})
+    fmt: dict[str, Any] = tool["format"] if isinstance(tool.get("format"), dict) else {}
+    note = "Give the tool's whole input, as plain text, in the string argument `input`."
+    if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
+        note += f" The input follows this {fmt.get('syntax') or ''} grammar:\n{fmt['definition']}"
+    description = tool.get("description")
+    return Tool(name, f"{description}\n\n{note}" if isinstance(description, str) else note, CUSTOM_INPUT_SCHEMA)
 
 
 def _tool_choice(body: dict[str, Any]) -> tuple[ToolChoice | None, set[str] | None]:
@@ -153,7 +173,10 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         elif kind == "function_call":
             name = flat_name(item.get("namespace"), item["name"])
             assistant_part(ToolCall(item["call_id"], name, item["arguments"] or "{}"))
-        elif kind == "function_call_output":
+        elif kind == "custom_tool_call":
+            name = flat_name(item.get("namespace"), item["name"])
+            assistant_part(ToolCall(item["call_id"], name, orjson.dumps({"input": item["input"]}).decode()))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             result = ToolResult(item["call_id"], _parts(item["output"], f"{where}.output"))
             if messages and messages[-1].role == "tool":
                 messages[-1].parts.append(result)
@@ -179,8 +202,8 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         # encrypted state: the user messages a compaction keeps beside it still reach the model.
     choice, allowed = _tool_choice(body)
     tools = [
-        Tool(name, t.get("description"), t.get("parameters") or {})
-        for name, t in _functions(body.get("tools") or ())
+        _ir_tool(name, t)
+        for name, t in ((flat_name(namespace, t["name"]), t) for namespace, t in _callable(body.get("tools") or ()))
         if allowed is None or name in allowed or t["name"] in allowed
     ]
     reasoning = body.get("reasoning") or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 import orjson
 
@@ -71,21 +71,40 @@ def reasoning_item(item_id: str, text: str | None, signature: str | None = None)
     return item
 
 
-# The answer context's key for the request's namespaced functions (decode.namespaced_names).
-NAMESPACED = "namespaced"
+# The answer context's key for the calls the client reads in another form (decode.call_forms).
+CALL_FORMS = "call_forms"
+CallForms = Mapping[str, tuple[Optional[str], str, bool]]
 
 
-def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed",
-                       namespaced: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
-    """A function call; one of a namespace tool's functions under its own name and namespace."""
-    item = {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name,
-            "arguments": arguments}
-    if namespaced and name in namespaced:
-        item["namespace"], item["name"] = namespaced[name]
+def call_item(item_id: str, call_id: str, name: str, arguments: str, status: str = "completed",
+              forms: CallForms | None = None) -> dict[str, Any]:
+    """A tool call as the client's item: a `function_call`, under its own name and namespace for one of a
+    namespace tool's functions, or a `custom_tool_call` with its raw input for a custom tool."""
+    form = forms.get(name) if forms else None
+    if form is None:
+        return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name,
+                "arguments": arguments}
+    namespace, own, custom = form
+    item = ({"id": item_id, "type": "custom_tool_call", "status": status, "call_id": call_id, "name": own,
+             "input": custom_input(arguments) if status == "completed" else ""} if custom else
+            {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": own,
+             "arguments": arguments})
+    if namespace:
+        item["namespace"] = namespace
     return item
 
 
-def output_items(resp: ChatResponse, namespaced: Mapping[str, tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+def custom_input(arguments: str) -> str:
+    """A custom tool's raw input from the arguments of the function it went as (`{"input": ...}`); text
+    that is not such an object is the input itself."""
+    try:
+        parsed = orjson.loads(arguments or "{}")
+    except orjson.JSONDecodeError:
+        return arguments
+    return parsed["input"] if isinstance(parsed, dict) and isinstance(parsed.get("input"), str) else arguments
+
+
+def output_items(resp: ChatResponse, forms: CallForms | None = None) -> list[dict[str, Any]]:
     """Output items in the order of the IR parts; neighbouring text (or reasoning) parts form one item."""
     items: list[dict[str, Any]] = []
     for part in resp.parts:
@@ -107,8 +126,7 @@ def output_items(resp: ChatResponse, namespaced: Mapping[str, tuple[str, str]] |
             else:
                 items.append(reasoning_item(new_id("rs"), part.text, part.signature))
         elif isinstance(part, ToolCall):
-            items.append(function_call_item(new_id("fc"), part.id, part.name, part.arguments or "{}",
-                                            namespaced=namespaced))
+            items.append(call_item(new_id("fc"), part.id, part.name, part.arguments or "{}", forms=forms))
     return items
 
 
@@ -176,7 +194,7 @@ def final_status(stop_reason: StopReason | None) -> str:
 
 def encode_response(resp: ChatResponse, model: str, body: dict[str, Any]) -> dict[str, Any]:
     skeleton = ResponseSkeleton(body, model)
-    return skeleton.build(final_status(resp.stop_reason), output_items(resp, body.get(NAMESPACED)), resp.usage,
+    return skeleton.build(final_status(resp.stop_reason), output_items(resp, body.get(CALL_FORMS)), resp.usage,
                           resp.stop_reason)
 
 

@@ -19,7 +19,7 @@ anything else arrives.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
 
 import orjson
 
@@ -37,11 +37,12 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.protocols.responses.encode import (
-    NAMESPACED,
+    CALL_FORMS,
+    CallForms,
     ResponseSkeleton,
     error_object,
     final_status,
-    function_call_item,
+    call_item,
     message_item,
     new_id,
     reasoning_item,
@@ -69,18 +70,18 @@ class _Item:
     def text(self) -> str:
         return "".join(self.chunks)
 
-    def done(self, namespaced: Mapping[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    def done(self, forms: CallForms | None = None) -> dict[str, Any]:
         if self.kind == "message":
             return message_item(self.id, self.text)
         if self.kind == "reasoning":
             return reasoning_item(self.id, self.text, self.signature)
-        return function_call_item(self.id, self.call_id, self.name, self.text or "{}", namespaced=namespaced)
+        return call_item(self.id, self.call_id, self.name, self.text or "{}", forms=forms)
 
 
 class ResponsesStreamEncoder:
     def __init__(self, model: str, body: dict[str, Any]) -> None:
         self.skeleton = ResponseSkeleton(body, model)
-        self.namespaced = body.get(NAMESPACED)  # the request's namespaced functions by their flat names
+        self.forms: CallForms = body.get(CALL_FORMS) or {}  # calls the client reads in another form
         self.usage = Usage()
         self.started = False
         self.finished = False
@@ -118,8 +119,9 @@ class ResponsesStreamEncoder:
             call = self._calls.get(event.index)
             if call is not None and event.arguments:
                 call.chunks.append(event.arguments)
-                out.append(self._event("response.function_call_arguments.delta", {
-                    "item_id": call.id, "output_index": call.index, "delta": event.arguments}))
+                if not self._custom(call):  # a custom tool's raw input is known once its arguments are whole
+                    out.append(self._event("response.function_call_arguments.delta", {
+                        "item_id": call.id, "output_index": call.index, "delta": event.arguments}))
         elif isinstance(event, StreamEnd):
             self._close_all(out)
             self.finished = True
@@ -188,8 +190,12 @@ class ResponsesStreamEncoder:
         self._seen_calls.add(event.index)
         self._close_text(out)
         call = self._calls[event.index] = self._open("function_call", event.id, event.name)
-        added = function_call_item(call.id, call.call_id, call.name, "", "in_progress", self.namespaced)
+        added = call_item(call.id, call.call_id, call.name, "", "in_progress", self.forms)
         out.append(self._event("response.output_item.added", {"output_index": call.index, "item": added}))
+
+    def _custom(self, call: _Item) -> bool:
+        form = self.forms.get(call.name)
+        return form is not None and form[2]
 
     def _close_text(self, out: list[bytes]) -> None:
         item = self._text
@@ -213,6 +219,13 @@ class ResponsesStreamEncoder:
     def _close_all(self, out: list[bytes]) -> None:
         self._close_text(out)
         for call in sorted(self._calls.values(), key=lambda c: c.index):
+            if self._custom(call):
+                done = call.done(self.forms)
+                for kind, field in (("delta", "delta"), ("done", "input")):
+                    out.append(self._event(f"response.custom_tool_call_input.{kind}", {
+                        "item_id": call.id, "output_index": call.index, field: done["input"]}))
+                self._finish_item(call, done, out)
+                continue
             if not call.chunks:
                 # A call without arguments (`""` from some upstreams) is a call with `{}`.
                 call.chunks.append("{}")
@@ -220,7 +233,7 @@ class ResponsesStreamEncoder:
                     "item_id": call.id, "output_index": call.index, "delta": "{}"}))
             out.append(self._event("response.function_call_arguments.done", {
                 "item_id": call.id, "output_index": call.index, "arguments": call.text}))
-            self._finish_item(call, call.done(self.namespaced), out)
+            self._finish_item(call, call.done(self.forms), out)
         self._calls.clear()
 
     def _finish_item(self, item: _Item, done: dict[str, Any], out: list[bytes]) -> None:

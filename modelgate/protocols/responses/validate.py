@@ -61,7 +61,13 @@ def _check_item(item: Any, where: str) -> None:
                 raise invalid_request(f"'{where}.{name}' must be a string")
         if item.get("namespace") is not None and not isinstance(item["namespace"], str):
             raise invalid_request(f"'{where}.namespace' must be a string")
-    elif kind == "function_call_output":
+    elif kind == "custom_tool_call":
+        for name in ("call_id", "name", "input"):
+            if not isinstance(item.get(name), str):
+                raise invalid_request(f"'{where}.{name}' must be a string")
+        if item.get("namespace") is not None and not isinstance(item["namespace"], str):
+            raise invalid_request(f"'{where}.namespace' must be a string")
+    elif kind in ("function_call_output", "custom_tool_call_output"):
         if not isinstance(item.get("call_id"), str):
             raise invalid_request(f"'{where}.call_id' must be a string")
         _check_content(item.get("output"), f"{where}.output")
@@ -91,10 +97,14 @@ def check_tools(tools: Any, where: str = "tools") -> None:
                 raise invalid_request(f"'{at}.name' must be a non-empty string")
             check_tools(tool.get("tools"), f"{at}.tools")
             continue
-        if tool["type"] != "function":
+        if tool["type"] not in ("function", "custom"):
             continue
         if not isinstance(tool.get("name"), str) or not tool["name"]:
             raise invalid_request(f"'{at}.name' must be a non-empty string")
+        if tool["type"] == "custom":
+            if tool.get("format") is not None and not isinstance(tool["format"], dict):
+                raise invalid_request(f"'{at}.format' must be an object")
+            continue
         if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
             raise invalid_request(f"'{at}.parameters' must be a JSON-schema object")
         if tool.get("description") is not None and not isinstance(tool["description"], str):
