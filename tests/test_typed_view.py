@@ -172,6 +172,20 @@ SDK_LOOP_BODY = {
 CHAT_BODIES += [OPENCODE_BODY, SDK_LOOP_BODY]
 MESSAGES_BODIES += [CLAUDE_CODE_BODY, VENDOR_TOOLS_BODY]
 RESPONSES_BODIES.append(CODEX_BODY)
+# Codex on a gpt-5 slug (codex_exec 0.169.0): its freeform apply_patch, and calls of it and of a namespace's tool.
+CODEX_FREEFORM_BODY = {
+    **CODEX_BODY,
+    "tools": [*CODEX_BODY["tools"], {"type": "custom", "name": "apply_patch", "description": "Edit files.",
+                                     "format": {"type": "grammar", "syntax": "lark", "definition": "start: LF"}}],
+    "input": [*CODEX_BODY["input"],
+              {"type": "custom_tool_call", "status": "completed", "id": "ctc_1", "call_id": "call_2",
+               "name": "apply_patch", "input": "*** Begin Patch\n*** End Patch\n"},
+              {"type": "custom_tool_call_output", "call_id": "call_2", "output": "Success."},
+              {"type": "function_call", "id": "fc_3", "call_id": "call_3", "name": "close_agent",
+               "namespace": "multi_agent_v1", "arguments": "{}"},
+              {"type": "function_call_output", "call_id": "call_3", "output": "closed"}],
+}
+RESPONSES_BODIES.append(CODEX_FREEFORM_BODY)
 
 # Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
 REPLACEMENTS: list[Any] = [
@@ -298,9 +312,9 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
-    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (CHAT, OPENCODE_BODY, {}),
-    (CHAT, SDK_LOOP_BODY, {}),
-], ids=["claude-code", "vendor-tools", "codex", "opencode", "openai-sdk-loop"])
+    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
+    (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
+], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "opencode", "openai-sdk-loop"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

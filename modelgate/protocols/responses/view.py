@@ -40,6 +40,7 @@ class Item(View):
     name: Union[str, UnsetType] = UNSET
     namespace: Union[str, UnsetType] = UNSET  # a call of a namespace tool's function (Codex's MCP tools)
     arguments: Union[str, UnsetType] = UNSET
+    input: Union[str, UnsetType] = UNSET  # a custom tool call's raw input (Codex's apply_patch)
     output: Union[str, list[Part], UnsetType] = UNSET
     summary: Union[list[SummaryPart], UnsetType] = UNSET
     encrypted_content: Union[str, None] = None
@@ -121,7 +122,10 @@ def _item_sound(item: Item, pieces: list[Raw]) -> bool:
     elif kind == "function_call":
         if item.call_id is UNSET or item.name is UNSET or item.arguments is UNSET:
             return False
-    elif kind == "function_call_output":
+    elif kind == "custom_tool_call":
+        if item.call_id is UNSET or item.name is UNSET or item.input is UNSET:
+            return False
+    elif kind in ("function_call_output", "custom_tool_call_output"):
         if item.call_id is UNSET or item.output is UNSET:
             return False
     elif kind == "reasoning":
