@@ -8,7 +8,7 @@ itself (pass-through). On conversion those are a clear 400. See docs/conversion.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, cast
+from typing import Any, Iterable, cast
 
 import orjson
 
@@ -71,15 +71,18 @@ def flat_name(namespace: str | None, name: str) -> str:
 _CALLABLE = ("function", "custom")
 
 
-def _callable(tools: Iterable[dict[str, Any]]) -> Iterator[tuple[str | None, dict[str, Any]]]:
-    """The function and custom tools of a request with their namespace (None at the top level)."""
+def _callable(tools: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The function and custom tools of a request, a namespace's included, by the flat name each goes by."""
+    found = []
     for tool in tools:
-        if tool["type"] in _CALLABLE:
-            yield None, tool
-        elif tool["type"] == "namespace":
+        kind = tool["type"]
+        if kind == "function" or kind == "custom":
+            found.append((tool["name"], tool))
+        elif kind == "namespace":
             for inner in tool["tools"]:
                 if inner["type"] in _CALLABLE and isinstance(inner.get("name"), str):
-                    yield tool["name"], inner
+                    found.append((flat_name(tool["name"], inner["name"]), inner))
+    return found
 
 
 def call_forms(tools: Any) -> dict[str, tuple[str | None, str, bool]]:
@@ -87,10 +90,17 @@ def call_forms(tools: Any) -> dict[str, tuple[str | None, str, bool]]:
     function call -> (namespace, own name, custom): Codex dispatches by name and namespace, and runs a
     custom tool (its freeform `apply_patch`) from a `custom_tool_call` item's raw `input`."""
     forms: dict[str, tuple[str | None, str, bool]] = {}
-    for namespace, tool in _callable(tools or ()):
-        flat = flat_name(namespace, tool["name"])
-        if flat != tool["name"] or tool["type"] == "custom":
-            forms[flat] = (namespace if flat != tool["name"] else None, tool["name"], tool["type"] == "custom")
+    for tool in tools or ():
+        kind = tool["type"]
+        if kind == "custom":
+            forms[tool["name"]] = (None, tool["name"], True)
+        elif kind == "namespace":
+            for inner in tool["tools"]:
+                if inner["type"] in _CALLABLE and isinstance(inner.get("name"), str):
+                    flat = flat_name(tool["name"], inner["name"])
+                    if flat != inner["name"] or inner["type"] == "custom":
+                        forms[flat] = (tool["name"] if flat != inner["name"] else None, inner["name"],
+                                       inner["type"] == "custom")
     return forms
 
 
@@ -98,9 +108,7 @@ def call_forms(tools: Any) -> dict[str, tuple[str | None, str, bool]]:
 CUSTOM_INPUT_SCHEMA = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
 
 
-def _ir_tool(name: str, tool: dict[str, Any]) -> Tool:
-    if tool["type"] == "function":
-        return Tool(name, tool.get("description"), tool.get("parameters") or {})
+def _custom_tool(name: str, tool: dict[str, Any]) -> Tool:
     fmt: dict[str, Any] = tool["format"] if isinstance(tool.get("format"), dict) else {}
     note = "Give the tool's whole input, as plain text, in the string argument `input`."
     if fmt.get("type") == "grammar" and isinstance(fmt.get("definition"), str):
@@ -171,7 +179,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
                 for part in parts:
                     assistant_part(part)
         elif kind == "function_call":
-            name = flat_name(item.get("namespace"), item["name"])
+            name = flat_name(item["namespace"], item["name"]) if item.get("namespace") else item["name"]
             assistant_part(ToolCall(item["call_id"], name, item["arguments"] or "{}"))
         elif kind == "custom_tool_call":
             name = flat_name(item.get("namespace"), item["name"])
@@ -202,8 +210,8 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         # encrypted state: the user messages a compaction keeps beside it still reach the model.
     choice, allowed = _tool_choice(body)
     tools = [
-        _ir_tool(name, t)
-        for name, t in ((flat_name(namespace, t["name"]), t) for namespace, t in _callable(body.get("tools") or ()))
+        Tool(name, t.get("description"), t.get("parameters") or {}) if t["type"] == "function" else _custom_tool(name, t)
+        for name, t in _callable(body.get("tools") or ())
         if allowed is None or name in allowed or t["name"] in allowed
     ]
     reasoning = body.get("reasoning") or {}
