@@ -55,14 +55,8 @@ def _check_item(item: Any, where: str) -> None:
         if item.get("role") not in MESSAGE_ROLES:
             raise invalid_request(f"'{where}.role' must be one of {', '.join(MESSAGE_ROLES)}")
         _check_content(item.get("content"), f"{where}.content")
-    elif kind == "function_call":
-        for name in ("call_id", "name", "arguments"):
-            if not isinstance(item.get(name), str):
-                raise invalid_request(f"'{where}.{name}' must be a string")
-        if item.get("namespace") is not None and not isinstance(item["namespace"], str):
-            raise invalid_request(f"'{where}.namespace' must be a string")
-    elif kind == "custom_tool_call":
-        for name in ("call_id", "name", "input"):
+    elif kind in ("function_call", "custom_tool_call"):
+        for name in ("call_id", "name", "arguments" if kind == "function_call" else "input"):
             if not isinstance(item.get(name), str):
                 raise invalid_request(f"'{where}.{name}' must be a string")
         if item.get("namespace") is not None and not isinstance(item["namespace"], str):
