@@ -204,3 +204,16 @@ def test_gemini_refusals_hold_for_the_fitted_declarations():
     declared = body["tools"][0]["functionDeclarations"]
     assert declared[0]["parameters"]["properties"]["labels"]["items"] == {"type": "STRING"}
     assert set(declared[1]["parameters"]["properties"]) == {"id", "limit", "query"}
+
+
+@pytest.mark.parametrize("schema", [
+    {"anyOf": 5, "required": 7, "definitions": [], "$ref": "#/definitions/x"},
+    {"properties": [1, 2], "required": [["a"], {"b": 1}], "allOf": [{"required": "a"}, 3]},
+    {"$ref": "#/$defs/A", "$defs": {"A": {"$ref": "#/$defs/A"}}},  # a reference to itself
+    {"anyOf": [{"anyOf": [{"anyOf": [{"anyOf": [{"anyOf": [{"properties": {"deep": {}}}]}]}]}]}]},
+    {"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}, "b": {"type": ["array"]}}},
+])
+def test_a_malformed_schema_is_made_an_object_without_a_crash(schema):
+    root = object_root(schema)
+    assert root["type"] == "object" and isinstance(root["properties"], dict)
+    assert openai_tools_refusal(_openai_body(function_schemas([schema])[0])) is None

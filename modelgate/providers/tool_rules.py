@@ -37,6 +37,7 @@ import orjson
 
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
 
+
 class NameRule:
     """The tool names a vendor takes, and the stand-in for each name it does not."""
 
@@ -105,7 +106,7 @@ def fit_tool_names(req: ChatRequest, rule: NameRule) -> tuple[ChatRequest, dict[
 
 
 def own_names(resp: ChatResponse, own: dict[str, str]) -> ChatResponse:
-    """An answer's tool calls under the client's names (`own`: from `fit_tool_names`)."""
+    """`resp` with its tool calls renamed in place to the client's names (`own`: from `fit_tool_names`)."""
     for p in resp.parts:
         if isinstance(p, ToolCall):
             p.name = own.get(p.name, p.name)
@@ -129,20 +130,21 @@ def object_root(schema: Any) -> dict[str, Any]:
 
 
 def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
+    # A client's schema may hold anything where a subschema belongs: what is not one is left out.
     root = {key: value for key, value in schema.items() if key not in _COMBINATORS}
     ref = root.pop("$ref", None)
-    if isinstance(ref, str) and depth < 4:
-        defs = {**(schema.get("definitions") or {}), **(schema.get("$defs") or {})}
-        target = defs.get(ref.rsplit("/", 1)[-1]) if ref.startswith("#/") else None
+    if isinstance(ref, str) and ref.startswith("#/") and depth < 4:
+        defs = {**_dict(schema.get("definitions")), **_dict(schema.get("$defs"))}
+        target = defs.get(ref.rsplit("/", 1)[-1])
         if isinstance(target, dict):
             root = {**_merged_root(target, depth + 1), **root}
     if root.get("type") is None or (isinstance(root["type"], list) and "object" in root["type"]):
         root["type"] = "object"
-    properties = dict(root["properties"]) if isinstance(root.get("properties"), dict) else {}
-    required = [name for name in root.get("required") or () if isinstance(name, str)]
-    for key in _COMBINATORS:
-        branches = [_merged_root(b, depth + 1) for b in schema.get(key) or () if isinstance(b, dict)]
-        if not branches or depth >= 4:
+    properties = dict(_dict(root.get("properties")))
+    required = [name for name in _list(root.get("required")) if isinstance(name, str)]
+    for key in _COMBINATORS if depth < 4 else ():
+        branches = [_merged_root(b, depth + 1) for b in _list(schema.get(key)) if isinstance(b, dict)]
+        if not branches:
             continue
         for branch in branches:
             for name, sub in branch["properties"].items():
@@ -159,6 +161,14 @@ def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
     else:
         root.pop("required", None)
     return root
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 # Keys whose value is one subschema, a list of them, or a map of names to them (JSON Schema 2020-12).
