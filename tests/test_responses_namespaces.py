@@ -134,6 +134,12 @@ async def test_codex_s_freeform_tool_reaches_claude_as_a_function_and_comes_back
     item = next(event.item for event in events if event.type == "response.output_item.done")
     assert (item.type, item.input) == ("custom_tool_call", PATCH)  # type: ignore[union-attr]
 
+    # A client may force the custom tool: it is forced as the function it goes as.
+    forced = await api.responses.create(model="claude-haiku-4-5", input="add a.txt", tools=[APPLY_PATCH, TOOLS[2]],  # type: ignore[list-item]
+                                        tool_choice={"type": "custom", "name": "apply_patch"}, store=False)
+    assert anthropic_upstream.last.json()["tool_choice"] == {"type": "tool", "name": "apply_patch"}
+    assert forced.output[-1].type == "custom_tool_call"
+
     # The call and its output in Codex's next request reach Claude as a tool call and its result.
     history = [{"role": "user", "content": "add a.txt"},
                {"type": "custom_tool_call", "call_id": call.call_id, "name": "apply_patch", "input": PATCH},

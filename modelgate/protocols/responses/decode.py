@@ -127,7 +127,7 @@ def _tool_choice(body: dict[str, Any]) -> tuple[ToolChoice | None, set[str] | No
     if isinstance(choice, str):
         return ToolChoice(cast(ToolChoiceMode, choice), parallel=parallel), None  # validate let only modes through
     kind = choice["type"]
-    if kind == "function":
+    if kind in ("function", "custom"):  # a custom tool goes as a function of the same name
         return ToolChoice("tool", choice["name"], parallel), None
     if kind == "allowed_tools":
         names = {t.get("name") for t in choice["tools"] if isinstance(t, dict) and t.get("type") == "function"}

@@ -114,8 +114,8 @@ def _check_tool_choice(choice: Any) -> None:
         return
     if not isinstance(choice, dict) or not isinstance(choice.get("type"), str):
         raise invalid_request("'tool_choice' must be 'auto', 'none', 'required' or an object with a 'type'")
-    if choice["type"] == "function" and not isinstance(choice.get("name"), str):
-        raise invalid_request("'tool_choice.name' must be a string for type 'function'")
+    if choice["type"] in ("function", "custom") and not isinstance(choice.get("name"), str):
+        raise invalid_request(f"'tool_choice.name' must be a string for type '{choice['type']}'")
     if choice["type"] == "allowed_tools":
         if choice.get("mode") not in ("auto", "required") or not isinstance(choice.get("tools"), list):
             raise invalid_request("'tool_choice' of type 'allowed_tools' needs 'mode' (auto, required) and 'tools'")
