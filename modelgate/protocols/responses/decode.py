@@ -71,17 +71,18 @@ def flat_name(namespace: str | None, name: str) -> str:
 _CALLABLE = ("function", "custom")
 
 
-def _callable(tools: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The function and custom tools of a request, a namespace's included, by the flat name each goes by."""
-    found = []
+def _callable(tools: Iterable[dict[str, Any]]) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """The function and custom tools of a request, a namespace's included: (the flat name each goes by,
+    its namespace, the tool)."""
+    found: list[tuple[str, str | None, dict[str, Any]]] = []
     for tool in tools:
         kind = tool["type"]
         if kind == "function" or kind == "custom":
-            found.append((tool["name"], tool))
+            found.append((tool["name"], None, tool))
         elif kind == "namespace":
             for inner in tool["tools"]:
                 if inner["type"] in _CALLABLE and isinstance(inner.get("name"), str):
-                    found.append((flat_name(tool["name"], inner["name"]), inner))
+                    found.append((flat_name(tool["name"], inner["name"]), tool["name"], inner))
     return found
 
 
@@ -89,19 +90,9 @@ def call_forms(tools: Any) -> dict[str, tuple[str | None, str, bool]]:
     """The flat names of the request's tools whose calls the client reads in another form than a plain
     function call -> (namespace, own name, custom): Codex dispatches by name and namespace, and runs a
     custom tool (its freeform `apply_patch`) from a `custom_tool_call` item's raw `input`."""
-    forms: dict[str, tuple[str | None, str, bool]] = {}
-    for tool in tools or ():
-        kind = tool["type"]
-        if kind == "custom":
-            forms[tool["name"]] = (None, tool["name"], True)
-        elif kind == "namespace":
-            for inner in tool["tools"]:
-                if inner["type"] in _CALLABLE and isinstance(inner.get("name"), str):
-                    flat = flat_name(tool["name"], inner["name"])
-                    if flat != inner["name"] or inner["type"] == "custom":
-                        forms[flat] = (tool["name"] if flat != inner["name"] else None, inner["name"],
-                                       inner["type"] == "custom")
-    return forms
+    return {flat: (namespace if flat != tool["name"] else None, tool["name"], tool["type"] == "custom")
+            for flat, namespace, tool in _callable(tools or ())
+            if flat != tool["name"] or tool["type"] == "custom"}
 
 
 # A custom tool takes raw text; other vendors take a function, whose one argument carries it.
@@ -211,7 +202,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
     choice, allowed = _tool_choice(body)
     tools = [
         Tool(name, t.get("description"), t.get("parameters") or {}) if t["type"] == "function" else _custom_tool(name, t)
-        for name, t in _callable(body.get("tools") or ())
+        for name, _, t in _callable(body.get("tools") or ())
         if allowed is None or name in allowed or t["name"] in allowed
     ]
     reasoning = body.get("reasoning") or {}
