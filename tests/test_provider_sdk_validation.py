@@ -128,6 +128,18 @@ def test_gemini_body_fits_google_genai_types(choice):
                                                  "name": "answer", "schema": WEATHER.parameters}})))
 
 
+def test_gemini_declarations_of_typeless_schemas_fit_google_genai_types():
+    from tests.test_tool_rules import TYPELESS_TOOL
+
+    tool = Tool("update_record", None, TYPELESS_TOOL["input_schema"])
+    sent = body("gemini", ChatRequest("alias", [Message("user", [TextPart("hi")])], tools=[tool]))
+    _genai_check(sent)
+    from google.genai import types
+
+    declared = types.Tool.model_validate(sent["tools"][0]).function_declarations[0].parameters
+    assert all(node.type or node.any_of for node in declared.properties.values())
+
+
 # --- AWS Bedrock: botocore's ParamValidator on the bedrock-runtime service model -------------
 
 @pytest.mark.parametrize("choice", CHOICES)

@@ -217,3 +217,64 @@ def test_a_malformed_schema_is_made_an_object_without_a_crash(schema):
     root = object_root(schema)
     assert root["type"] == "object" and isinstance(root["properties"], dict)
     assert openai_tools_refusal(_openai_body(function_schemas([schema])[0])) is None
+
+
+# Schema nodes without a type, as MCP servers and agents send them: zod's z.any() (`{}`), a node with only a
+# description, only `items` or only `properties` (opencode's edit tool, QuantumNous/new-api#3022), a numeric
+# enum (google-gemini/gemini-cli#4120), `type: "null"` (agentscope CoPaw#5543), a bare type name where a
+# schema belongs (decolua/9router#1081), a described union of scalars (zod's z.union().describe()).
+TYPELESS_TOOL = {"name": "update_record", "description": "Update a record's fields",
+                 "input_schema": {"type": "object", "required": ["id", "value"], "properties": {
+                     "id": {"description": "The record's id"},
+                     "value": {},
+                     "lines": {"items": {"properties": {"from": {"type": "integer"}, "to": {"type": "integer"}}}},
+                     "severity": {"enum": [1, 2, 3]},
+                     "meta": {"properties": {"width": {"enum": ["narrow", "wide"]}, "height": {"minimum": 0}}},
+                     "cleared": {"type": "null"},
+                     "kind": "object",
+                     "limit": {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "A count or 'all'"},
+                 }}}
+
+
+def test_a_schema_node_without_a_type_gets_the_one_gemini_demands():
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+    from modelgate.providers.gemini import build_body
+
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])],
+                      tools=[Tool("update_record", None, TYPELESS_TOOL["input_schema"])])
+    body = build_body(req, {}, "gemini-3-flash-preview")
+    assert gemini_tools_refusal(body) is None
+    properties = body["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]
+    assert properties["id"] == {"type": "STRING", "description": "The record's id"}
+    assert properties["value"]["type"] == "STRING"  # any value, as text
+    assert properties["lines"]["type"] == "ARRAY" and properties["lines"]["items"]["type"] == "OBJECT"
+    assert properties["severity"] == {"type": "INTEGER"}  # Gemini's enums hold strings only
+    assert properties["meta"]["properties"]["height"]["type"] == "NUMBER"
+    assert properties["cleared"]["type"] != "NULL"  # Vertex: "...schema didn't specify the schema type field"
+    # Gemini 3 takes a union only as the node's one field (patlux/pi-commandcode-provider#103): the description
+    # goes into each branch.
+    assert properties["limit"] == {"anyOf": [{"type": "INTEGER", "description": "A count or 'all'"},
+                                             {"type": "STRING", "description": "A count or 'all'"}]}
+
+
+@pytest.mark.parametrize("fields,refused", [
+    ({"id": {}}, ".properties[id].type: must be specified"),
+    ({"n": {"type": "INTEGER", "enum": ["1"]}}, ".properties[n].enum: only allowed for STRING type"),
+    ({"s": {"type": "STRING", "items": {"type": "STRING"}}}, ".properties[s].items: field predicate failed"),
+])
+def test_the_gemini_fake_refuses_what_gemini_refuses(fields, refused):
+    body = {"tools": [{"functionDeclarations": [{"name": "f", "parameters": {"type": "OBJECT", "properties": fields}}]}]}
+    assert refused in (gemini_tools_refusal(body) or "")
+
+
+async def test_claude_code_s_typeless_mcp_schemas_reach_gemini(gateway, upstreams):
+    fake = upstreams["gemini"]
+    wired = await gateway.wire(fake.base_url, ["gemini-2.5-flash"], kind="gemini", upstream_keys=(_key(fake),),
+                               name="gemini")
+    api = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0)
+    answer = await api.messages.create(model="gemini-2.5-flash", max_tokens=1024, tools=[TYPELESS_TOOL],  # type: ignore[list-item]
+                                       messages=[{"role": "user", "content": "call tool: set record 7 to 3"}])
+    assert [block.name for block in answer.content if block.type == "tool_use"] == ["update_record"]
+    declared = fake.last.json()["tools"][0]["functionDeclarations"][0]["parameters"]
+    assert set(declared["properties"]) == set(TYPELESS_TOOL["input_schema"]["properties"])
+    assert declared["required"] == ["id", "value"]

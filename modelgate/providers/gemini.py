@@ -63,7 +63,7 @@ from modelgate.providers.base import (
     classify_by_status,
     retry_after_seconds,
 )
-from modelgate.providers.tool_rules import GEMINI_NAME, object_root
+from modelgate.providers.tool_rules import GEMINI_NAME, by_tool_set, object_root
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 
@@ -118,12 +118,48 @@ _FINISH: dict[str, StopReason | ErrorType] = {
 
 # --- JSON schema -> Gemini Schema ----------------------------------------
 
-_SCHEMA_KEEP = {
-    "description", "nullable", "items", "properties", "required", "minItems", "maxItems",
-    "minimum", "maximum", "minLength", "maxLength", "pattern", "minProperties", "maxProperties",
-    "anyOf", "propertyOrdering", "title", "default", "example",
+# The Schema fields Gemini takes, with the types each is allowed on (None: every type). Gemini refuses one on
+# another type ("...properties[data].properties: only allowed for OBJECT type", anomalyco/opencode#11888;
+# "...items: field predicate failed: $type == Type.ARRAY", NousResearch/hermes-agent#38972). The order
+# matters: a node that states no type gets the one its first typed field implies.
+_OBJECT, _ARRAY, _STRING, _NUMBERS = ("OBJECT",), ("ARRAY",), ("STRING",), ("NUMBER", "INTEGER")
+_SCHEMA_KEEP: dict[str, tuple[str, ...] | None] = {
+    "properties": _OBJECT, "required": _OBJECT, "minProperties": _OBJECT, "maxProperties": _OBJECT,
+    "propertyOrdering": _OBJECT, "items": _ARRAY, "minItems": _ARRAY, "maxItems": _ARRAY,
+    "minLength": _STRING, "maxLength": _STRING, "pattern": _STRING, "minimum": _NUMBERS, "maximum": _NUMBERS,
+    "description": None, "nullable": None, "title": None, "default": None, "example": None,
 }
+_TYPES = {"string": "STRING", "number": "NUMBER", "integer": "INTEGER", "boolean": "BOOLEAN", "array": "ARRAY",
+          "object": "OBJECT"}
 _FORMATS = {"STRING": {"enum", "date-time"}, "INTEGER": {"int32", "int64"}, "NUMBER": {"float", "double"}}
+# What a union keeps beside its branches is written into each branch: on Gemini 3 "When using any_of, it
+# must be the only field set" (reported on Vertex, patlux/pi-commandcode-provider#103).
+_UNION_NOTES = ("description", "title", "default", "example")
+
+
+def _value_type(values: list[Any]) -> str:
+    """The type of an enum's values: Gemini takes enums of strings only, the others say their type."""
+    kinds = {"BOOLEAN" if isinstance(v, bool) else "INTEGER" if isinstance(v, int) else "NUMBER"
+             if isinstance(v, float) else "STRING" if isinstance(v, str) else "" for v in values}
+    if kinds == {"INTEGER", "NUMBER"}:
+        return "NUMBER"
+    return kinds.pop() if len(kinds) == 1 and "" not in kinds else "STRING"
+
+
+def _gemini_union(schema: dict[str, Any], union: list[Any], nullable: bool, defs: Mapping[str, Any],
+                  depth: int) -> dict[str, Any]:
+    # An optional type written as anyOf [T, null] is nullable T.
+    branches = [s for s in union if not (isinstance(s, dict) and s.get("type") == "null")]
+    nullable = nullable or len(branches) < len(union)
+    rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+    if len(branches) > 1 or (branches and not isinstance(branches[0], dict)):
+        notes = {k: schema[k] for k in _UNION_NOTES if k in schema}
+        nulls = {"nullable": True} if nullable else {}
+        return {"anyOf": [{**notes, **gemini_schema(branch, defs, depth), **nulls} for branch in branches]}
+    out = gemini_schema({**rest, **branches[0]} if branches else rest, defs, depth)
+    if nullable:
+        out["nullable"] = True
+    return out
 
 
 def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
@@ -132,10 +168,16 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
     Local `$ref`s into `$defs`/`definitions` are inlined (bounded depth, since
     Gemini has no references); `const` becomes a one-value enum; a type list
     with "null" becomes `nullable`; keys Gemini rejects (additionalProperties,
-    $schema, $id, oneOf/allOf, not, unsupported formats, non-string enums) are dropped.
+    $schema, $id, allOf, not, unsupported formats, non-string enums, fields of
+    another type) are dropped; `oneOf` is read as `anyOf`.
+
+    Every node gets a type, as Gemini demands ("...properties[commit_hash].type: must be specified
+    when not using one_of, any_of or all_of fields", danny-avila/LibreChat#6971; Vertex: "...schema
+    didn't specify the schema type field", google-gemini/gemini-cli#2282): the one its fields or enum
+    values imply, else STRING, which carries any value as text (zod's `z.any()` sends `{}`).
     """
     if not isinstance(schema, dict):
-        return {}
+        return {"type": "STRING"}
     if defs is None:
         defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
     ref = schema.get("$ref")
@@ -143,57 +185,62 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
         target = defs.get(ref.rsplit("/", 1)[-1])
         merged = {**(target or {}), **{k: v for k, v in schema.items() if k != "$ref"}}
         return gemini_schema(merged, defs, depth + 1)
-    out: dict[str, Any] = {}
-    typ = schema.get("type")
-    if isinstance(typ, list):
-        kinds = [t for t in typ if t != "null"]
-        if len(kinds) < len(typ):
-            out["nullable"] = True
-        typ = kinds[0] if kinds else None
-    if typ is None and "properties" in schema:
-        typ = "object"
-    if typ is None and "oneOf" in schema:
-        schema = {**schema, "anyOf": schema["oneOf"]}
-    if isinstance(typ, str):
-        out["type"] = typ.upper()
+    stated = schema.get("type")
+    if type(stated) is str:  # nearly every node: one type
+        typ, nullable = _TYPES.get(stated), stated == "null"
+    else:
+        kinds = stated if isinstance(stated, list) else ()
+        typ = next((_TYPES[k] for k in kinds if isinstance(k, str) and k in _TYPES), None)
+        nullable = "null" in kinds
+    nullable = nullable or schema.get("nullable") is True
+    union = schema.get("anyOf", schema.get("oneOf")) if typ is None else None
+    if isinstance(union, list):
+        return _gemini_union(schema, union, nullable, defs, depth)
+    values = (schema.get("enum", [schema["const"]] if "const" in schema else None)
+              if "enum" in schema or "const" in schema else None)
+    if not isinstance(values, list) or not values:
+        values = None
+    if typ is None:
+        implied = (_value_type(values) if values else
+                   next((types[0] for key, types in _SCHEMA_KEEP.items() if types and key in schema), None))
+        typ = implied or "STRING"
+    out: dict[str, Any] = {"type": typ}
+    if nullable:
+        out["nullable"] = True
     for key, value in schema.items():
-        if key not in _SCHEMA_KEEP:
+        types = _SCHEMA_KEEP.get(key, ())
+        if types is not None and typ not in types:
             continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: gemini_schema(sub, defs, depth) for name, sub in value.items()}
+        if key == "properties":
+            if isinstance(value, dict):
+                out[key] = {name: gemini_schema(sub, defs, depth) for name, sub in value.items()}
         elif key == "items":
             out[key] = gemini_schema(value, defs, depth)
-        elif key == "anyOf" and isinstance(value, list):
-            # An optional type written as anyOf [T, null] is nullable T.
-            subs = [s for s in value if not (isinstance(s, dict) and s.get("type") == "null")]
-            if len(subs) < len(value):
-                out["nullable"] = True
-            if len(subs) == 1:
-                out.update(gemini_schema(subs[0], defs, depth))
-            else:
-                out[key] = [gemini_schema(s, defs, depth) for s in subs]
-        else:
+        elif key != "nullable":
             out[key] = value
-    if typ == "array" and not ((items := out.get("items") or {}).get("type") or items.get("anyOf")):
+    if typ == "ARRAY" and "items" not in out:
         # Gemini wants an array's item type: "…parameters.properties[includeTags].items: missing field."
         # (cline/cline#7339). A client's untyped array gets strings, which can carry any value as text.
         out["items"] = {"type": "STRING"}
-    values = schema.get("enum", [schema["const"]] if "const" in schema else None)
-    if isinstance(values, list) and values and all(isinstance(v, str) for v in values):
-        out["type"] = "STRING"
+    if values and all(isinstance(v, str) for v in values) and typ == "STRING":
         if "" in values:  # "enum[0]: cannot be empty" (Gemini 3; Kxiandaoyan/Memoh-v2#22)
             values = [v for v in values if v] or None
         if values:
             out["enum"] = values
             out["format"] = "enum"
-    elif isinstance(schema.get("format"), str) and schema["format"] in _FORMATS.get(out.get("type", ""), ()):
+    elif isinstance(schema.get("format"), str) and schema["format"] in _FORMATS.get(typ, ()):
         out["format"] = schema["format"]
     if "required" in out:
         props = out.get("properties", {})
-        out["required"] = [name for name in out["required"] if name in props]
+        out["required"] = [name for name in out["required"] if name in props] if isinstance(out["required"], list) else []
         if not out["required"]:
             del out["required"]
     return out
+
+
+@by_tool_set
+def _declared_parameters(schemas: list[Any]) -> list[dict[str, Any]]:
+    return [gemini_schema(object_root(schema)) for schema in schemas]
 
 
 # --- request -------------------------------------------------------------
@@ -389,11 +436,10 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None, model
         body["generationConfig"] = gen
     if req.tools:
         decls = []
-        for tool in req.tools:
+        for tool, params in zip(req.tools, _declared_parameters([tool.parameters for tool in req.tools])):
             decl: dict[str, Any] = {"name": tool.name}
             if tool.description:
                 decl["description"] = tool.description
-            params = gemini_schema(object_root(tool.parameters))
             # Gemini rejects an OBJECT schema without properties; a no-argument function has none.
             if params.get("properties"):
                 decl["parameters"] = params

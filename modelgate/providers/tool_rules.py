@@ -31,11 +31,13 @@ import dataclasses
 import functools
 import hashlib
 import re
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import orjson
 
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
+
+T = TypeVar("T")
 
 
 class NameRule:
@@ -178,29 +180,34 @@ _LIST = ("anyOf", "oneOf", "allOf", "prefixItems")
 _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 
 
+def by_tool_set(fit: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:
+    """`fit` of a request's tool schemas, remembered by their bytes and shared by every request that sends
+    them: an agent sends the same tools every turn, and a walk of 40 schemas costs ten times the lookup.
+    Callers only read what it gives. At most 64 tool sets of some 50 KB each are kept."""
+    fitted_of = functools.lru_cache(maxsize=64)(lambda encoded: fit(orjson.loads(encoded)))
+
+    def fitted(schemas: list[Any]) -> T:
+        try:
+            encoded = orjson.dumps(schemas)
+        except orjson.JSONEncodeError:  # not from JSON (an integer beyond 64 bits): no cache
+            return fit(schemas)
+        return fitted_of(encoded)
+
+    return fitted
+
+
 def function_schemas(schemas: list[Any]) -> list[dict[str, Any]]:
     """A request's tool `schemas` as OpenAI takes them: each with an object root (`object_root`) and
     `items: {}` (any value) on every array that has none."""
-    try:
-        encoded = orjson.dumps(schemas)
-    except orjson.JSONEncodeError:  # not from JSON (an integer beyond 64 bits): no cache
-        return _function_schemas(schemas)
-    fitted = _function_schemas_of(encoded)
+    fitted = _function_schemas(schemas)
     return schemas if fitted is None else fitted
 
 
-@functools.lru_cache(maxsize=64)
-def _function_schemas_of(encoded: bytes) -> list[dict[str, Any]] | None:
-    """The fitted schemas of these bytes (None: they fit as they are), shared by every request that sends
-    them: an agent sends the same tools every turn, and the walk costs ten times the lookup. Callers only
-    read them. At most 64 tool sets of some 50 KB each are kept."""
-    schemas = orjson.loads(encoded)
-    fitted = _function_schemas(schemas)
+@by_tool_set
+def _function_schemas(schemas: list[Any]) -> list[dict[str, Any]] | None:
+    """None: the schemas fit as they are (the request's own are sent)."""
+    fitted = [_items_filled(object_root(schema)) for schema in schemas]
     return None if all(a is b for a, b in zip(fitted, schemas)) else fitted
-
-
-def _function_schemas(schemas: list[Any]) -> list[dict[str, Any]]:
-    return [_items_filled(object_root(schema)) for schema in schemas]
 
 
 def _items_filled(schema: Any) -> Any:

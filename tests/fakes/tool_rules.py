@@ -23,7 +23,8 @@ Sources, per rule (the words users quote from the real services):
   start with a letter or an underscore. Must be alphameric (a-z, A-Z, 0-9), underscores (_), dots (.),
   colons (:), or dashes (-), with a maximum length of 64." (google-gemini/gemini-cli#6704, the colons from
   su-kaka/gcli2api#146); "GenerateContentRequest.tools[0].function_declarations[16].parameters.properties
-  [includeTags].items: missing field." (cline/cline#7339).
+  [includeTags].items: missing field." (cline/cline#7339); a node without a type and fields on the wrong
+  type (the sources are quoted at `_gemini_schema_refusal`).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def converse_tools_refusal(body: dict[str, Any]) -> str | None:
 
 
 def gemini_tools_refusal(body: dict[str, Any]) -> str | None:
-    """Gemini's INVALID_ARGUMENT message for a refused function declaration."""
+    """Gemini's INVALID_ARGUMENT message for a refused function declaration or response schema."""
     for t, tool in enumerate(body.get("tools") or ()):
         for d, decl in enumerate(tool.get("functionDeclarations") or ()):
             where = f"GenerateContentRequest.tools[{t}].function_declarations[{d}]"
@@ -165,17 +166,43 @@ def gemini_tools_refusal(body: dict[str, Any]) -> str | None:
                 return (f"* {where}.name: Invalid function name. Must start with a letter or an underscore. Must be "
                         "alphameric (a-z, A-Z, 0-9), underscores (_), dots (.), colons (:), or dashes (-), with a "
                         "maximum length of 64.")
-            if (missing := _gemini_items_missing(decl.get("parameters"), f"{where}.parameters")) is not None:
-                return f"* {missing}.items: missing field."
+            if "parameters" in decl and (refused := _gemini_schema_refusal(decl["parameters"], f"{where}.parameters")):
+                return refused
+    schema = (body.get("generationConfig") or {}).get("responseSchema")
+    if schema is not None:
+        return _gemini_schema_refusal(schema, "GenerateContentRequest.generation_config.response_schema")
     return None
 
 
-def _gemini_items_missing(schema: Any, path: str) -> str | None:
+_GEMINI_TYPES = {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT"}
+
+
+def _gemini_schema_refusal(schema: Any, path: str) -> str | None:
+    """Every node states its type unless it is a union ("...properties[commit_hash].type: must be specified when
+    not using one_of, any_of or all_of fields", danny-avila/LibreChat#6971); fields only fit their type
+    (JetBrains/mcp-jetbrains#71, anomalyco/opencode#11888, NousResearch/hermes-agent#38972); an array names its
+    items (cline/cline#7339)."""
     if not isinstance(schema, dict):
+        return f"* {path}: Invalid value (type.googleapis.com/google.ai.generativelanguage.v1beta.Schema)"
+    if "anyOf" in schema:
+        for i, branch in enumerate(schema["anyOf"]):
+            if (refused := _gemini_schema_refusal(branch, f"{path}.any_of[{i}]")) is not None:
+                return refused
         return None
-    if str(schema.get("type", "")).upper() == "ARRAY" and not isinstance(schema.get("items"), dict):
-        return path
+    kind = schema.get("type")
+    if kind not in _GEMINI_TYPES:
+        if kind is None:
+            return f"* {path}.type: must be specified when not using one_of, any_of or all_of fields"
+        return f"* Invalid value at '{path}.type' (type.googleapis.com/google.ai.generativelanguage.v1beta.Type), {kind!r}"
+    if "enum" in schema and kind != "STRING":
+        return f"* {path}.enum: only allowed for STRING type"
+    if "properties" in schema and kind != "OBJECT":
+        return f"* {path}.properties: only allowed for OBJECT type"
+    if "items" in schema and kind != "ARRAY":
+        return f"* {path}.items: field predicate failed: $type == Type.ARRAY"
+    if kind == "ARRAY" and not isinstance(schema.get("items"), dict):
+        return f"* {path}.items: missing field."
     for name, sub in (schema.get("properties") or {}).items():
-        if (found := _gemini_items_missing(sub, f"{path}.properties[{name}]")) is not None:
-            return found
-    return _gemini_items_missing(schema.get("items"), f"{path}.items")
+        if (refused := _gemini_schema_refusal(sub, f"{path}.properties[{name}]")) is not None:
+            return refused
+    return _gemini_schema_refusal(schema["items"], f"{path}.items") if kind == "ARRAY" else None
