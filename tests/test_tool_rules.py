@@ -233,6 +233,7 @@ TYPELESS_TOOL = {"name": "update_record", "description": "Update a record's fiel
                      "cleared": {"type": "null"},
                      "kind": "object",
                      "limit": {"anyOf": [{"type": "integer"}, {"type": "string"}], "description": "A count or 'all'"},
+                     "state": {"type": ["string", "null"], "enum": ["open", "closed", None]},  # Optional[Literal]
                  }}}
 
 
@@ -250,6 +251,7 @@ def test_a_schema_node_without_a_type_gets_the_one_gemini_demands():
     assert properties["lines"]["type"] == "ARRAY" and properties["lines"]["items"]["type"] == "OBJECT"
     assert properties["severity"] == {"type": "INTEGER"}  # Gemini's enums hold strings only
     assert properties["meta"]["properties"]["height"]["type"] == "NUMBER"
+    assert properties["state"] == {"type": "STRING", "nullable": True, "enum": ["open", "closed"], "format": "enum"}
     assert properties["cleared"]["type"] != "NULL"  # Vertex: "...schema didn't specify the schema type field"
     # Gemini 3 takes a union only as the node's one field (patlux/pi-commandcode-provider#103): the description
     # goes into each branch.

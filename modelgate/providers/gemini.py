@@ -198,6 +198,8 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
         return _gemini_union(schema, union, nullable, defs, depth)
     values = (schema.get("enum", [schema["const"]] if "const" in schema else None)
               if "enum" in schema or "const" in schema else None)
+    if isinstance(values, list) and None in values:  # an optional enum (pydantic's Optional[Literal[...]])
+        values, nullable = [v for v in values if v is not None], True
     if not isinstance(values, list) or not values:
         values = None
     if typ is None:
