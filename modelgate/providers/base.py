@@ -8,7 +8,6 @@ with their default base URLs. Adapters are pure translators: they build an
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from modelgate.protocols.ir import (
     ToolCallDelta,
     ToolCallStart,
 )
+from modelgate.providers.tool_rules import hashed, id_chars
 
 log = logging.getLogger("modelgate.providers")
 
@@ -405,8 +405,7 @@ def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:
     # The usual ids (`call_…`, `toolu_…`) pass the first test, several times faster than a pattern.
     if (call_id.isascii() and call_id.isidentifier() and len(call_id) <= 64) or valid(call_id):
         return call_id
-    digest = hashlib.sha256(call_id.encode()).hexdigest()[:12]
-    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', call_id)[:40]}_{digest}"
+    return hashed(call_id, id_chars(call_id)[:40], 12)
 
 
 def classify_by_status(status: int, message: str, headers: Mapping[str, str]) -> UpstreamError:

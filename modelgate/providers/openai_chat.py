@@ -35,7 +35,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_models import output_cap, reasoning_model
-from modelgate.providers.tool_rules import function_schemas
+from modelgate.providers.tool_rules import function_schemas, hashed
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
 _JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
@@ -75,7 +75,7 @@ def _call_id(call_id: str) -> str:
     same on the call and its result and on every turn."""
     if len(call_id) <= _CALL_ID_MAX:
         return call_id
-    return f"{call_id[:27]}_{hashlib.sha256(call_id.encode()).hexdigest()[:12]}"
+    return hashed(call_id, call_id[:27], 12)
 
 
 def messages_to_openai(req: ChatRequest, replay_reasoning: bool = False) -> list[dict[str, Any]]:

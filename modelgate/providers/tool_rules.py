@@ -38,6 +38,19 @@ import orjson
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
 
 T = TypeVar("T")
+_NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def id_chars(text: str) -> str:
+    """`text` with each character other than letters, digits, `_` and `-` made `_`."""
+    return _NOT_ID_CHARS.sub("_", text)
+
+
+def hashed(text: str, head: str, digits: int) -> str:
+    """A stand-in for `text` where a vendor refuses it: `head`, `_` and `digits` hex digits of the text's
+    SHA-256. The same text always gets the same one (calls and results still pair up on later turns);
+    different texts get different ones."""
+    return f"{head}_{hashlib.sha256(text.encode()).hexdigest()[:digits]}"
 
 
 class NameRule:
@@ -64,10 +77,10 @@ class NameRule:
             return known  # type: ignore[return-value]
         stand: str | None = None
         if not self.pattern.fullmatch(name):
-            clean = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+            clean = id_chars(name)
             if not (clean[:1].isalpha() or clean[:1] == "_"):
                 clean = "_" + clean
-            stand = f"{clean[:55]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+            stand = hashed(name, clean[:55], 8)
         if len(self._known) >= 4096:
             self._known.clear()
         self._known[name] = stand
