@@ -4,7 +4,8 @@ tests/agents/package.json) against the gateway, as a user would run it:
 
 A scripted upstream makes the agent write a file, run a command, then finish. Once on an
 `anthropic`-kind channel with the CLI's default model (pass-through), once on a chat-completions
-channel with a model name the CLI does not know (conversion). Each run is bounded.
+channel and once on a Gemini channel with a model name the CLI does not know (conversion: the CLI's
+own tool schemas must pass each vendor's checks, tests/fakes/tool_rules.py). Each run is bounded.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply
+from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
 
 CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "claude"
@@ -79,6 +81,18 @@ class ScriptedOpenAI(FakeOpenAI):
                        "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
                       for i, (name, args) in enumerate(calls)]
         return text, tool_calls, "tool_calls" if tool_calls else "stop"
+
+
+class ScriptedGemini(FakeGemini):
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(models=("gemini-2.5-flash",))
+        self.workdir = workdir
+
+    def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        names = {d.get("name") for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []}
+        results = sum(1 for c in body["contents"] for p in c["parts"] if "functionResponse" in p)
+        text, calls = _agent_turn(names, results, self.workdir)
+        return [{"text": text}] + [{"functionCall": {"name": name, "args": args}} for name, args in calls]
 
 
 async def run_claude(gateway_url: str, key: str, workdir: Path, home: Path, model: str | None) -> list[dict]:
@@ -157,5 +171,22 @@ async def test_claude_code_on_a_chat_completions_channel(gateway, dirs):
         last = tools[-1]["messages"]
         assert [m["role"] for m in last if m["role"] == "tool"] == ["tool", "tool"]
         assert any(m.get("tool_calls") for m in last if m["role"] == "assistant")
+    finally:
+        await upstream.close()
+
+
+async def test_claude_code_on_a_gemini_channel(gateway, dirs):
+    workdir, home = dirs
+    upstream = await ScriptedGemini(workdir).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-gemini", "upstream_model": "gemini-2.5-flash"}],
+                                   kind="gemini", upstream_keys=(upstream.api_key,), name="gemini")
+        events = await run_claude(gateway.url, wired.key, workdir, home, model="team-gemini")
+        assert_task_done(events, workdir)
+        calls = [r.json() for r in upstream.requests if r.path.endswith(":generateContent")
+                 or r.path.endswith(":streamGenerateContent")]
+        agent = [c for c in calls if "Write" in {d["name"] for t in c.get("tools") or []
+                                                 for d in t["functionDeclarations"]}]
+        assert len(agent) >= 3  # every request with the CLI's whole tool set passed Gemini's schema checks
     finally:
         await upstream.close()

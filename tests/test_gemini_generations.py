@@ -57,7 +57,7 @@ async def test_a_chat_client_s_request_reaches_every_generation(gateway, gemini_
                                                  messages=[{"role": "user", "content": "go fast"}])
         assert resp.choices[0].message.tool_calls, model
         sent = gemini_upstream.last.json()["tools"][0]["functionDeclarations"][0]
-        assert sent["parameters"]["properties"]["mode"]["enum"] == ["fast", "slow"]
+        assert sent["parametersJsonSchema"]["properties"]["mode"]["enum"] == ["fast", "slow"]
 
 
 async def test_a_messages_client_s_thinking_and_stops_reach_every_generation(gateway, gemini_upstream):

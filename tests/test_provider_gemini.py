@@ -135,12 +135,8 @@ async def test_tool_call_round_trip(fake):
     _, _, body = await send(adapter.build_request(req, "gemini-2.5-flash", endpoint(fake)))
     sent = fake.last.json()
     decl = sent["tools"][0]["functionDeclarations"][0]
-    assert decl["parameters"] == {
-        "type": "OBJECT",
-        "properties": {"city": {"type": "STRING", "description": "City name"},
-                       "unit": {"type": "STRING", "nullable": True, "enum": ["c", "f"], "format": "enum"}},
-        "required": ["city"],
-    }
+    # The client's JSON schema itself, as Google's gemini-cli sends its tools.
+    assert decl["parametersJsonSchema"] == WEATHER.parameters and "parameters" not in decl
     assert sent["toolConfig"] == {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}
     resp = adapter.parse_response(body)
     call = resp.parts[0]

@@ -128,16 +128,22 @@ def test_gemini_body_fits_google_genai_types(choice):
                                                  "name": "answer", "schema": WEATHER.parameters}})))
 
 
-def test_gemini_declarations_of_typeless_schemas_fit_google_genai_types():
-    from tests.test_tool_rules import TYPELESS_TOOL
-
-    tool = Tool("update_record", None, TYPELESS_TOOL["input_schema"])
-    sent = body("gemini", ChatRequest("alias", [Message("user", [TextPart("hi")])], tools=[tool]))
-    _genai_check(sent)
+def test_gemini_schemas_without_types_fit_google_genai_types():
     from google.genai import types
 
-    declared = types.Tool.model_validate(sent["tools"][0]).function_declarations[0].parameters
-    assert all(node.type or node.any_of for node in declared.properties.values())
+    from tests.test_tool_rules import TYPELESS_TOOL
+
+    schema = TYPELESS_TOOL["input_schema"]
+    sent = body("gemini", ChatRequest("alias", [Message("user", [TextPart("hi")])],
+                                      tools=[Tool("update_record", None, schema)],
+                                      response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}))
+    _genai_check(sent)
+    declared = types.Tool.model_validate(sent["tools"][0]).function_declarations[0]
+    assert declared.parameters is None and declared.parameters_json_schema is not None  # mutually exclusive
+    # The structured output's schema is the typed Schema, whose every node needs a type (or a union).
+    answer = types.GenerationConfig.model_validate(sent["generationConfig"]).response_schema
+    assert answer is not None and answer.properties
+    assert all(node.type or node.any_of for node in answer.properties.values())
 
 
 # --- AWS Bedrock: botocore's ParamValidator on the bedrock-runtime service model -------------

@@ -27,8 +27,8 @@ from modelgate.providers.tool_rules import (
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
-from tests.fakes.tool_rules import claude_tools_refusal, converse_tools_refusal, gemini_tools_refusal, \
-    openai_tools_refusal
+from tests.fakes.tool_rules import claude_tools_refusal, converse_tools_refusal, gemini_json_schema_refusal, \
+    gemini_tools_refusal, openai_tools_refusal
 
 # 81 characters, as in ravitemer/mcphub.nvim#243's refusal
 LONG_NAME = "mcp__claude_ai_Atlassian_Rovo__getConfluencePageDescendantsInSpaceWithTheirLabels"
@@ -115,7 +115,7 @@ async def test_a_chat_client_s_union_schema_reaches_claude_converse_and_gemini(g
     assert resp.choices[0].message.tool_calls and resp.choices[0].message.tool_calls[0].function.name == "search"
     if kind == "gemini":  # Gemini takes the union but must not lose its arguments on the way
         declared = fake.last.json()["tools"][0]["functionDeclarations"][0]
-        assert set(declared["parameters"]["properties"]) == {"id", "limit", "query"}
+        assert set(declared["parametersJsonSchema"]["properties"]) == {"id", "limit", "query"}
 
 
 # --- the rules themselves, against each vendor's documented name rule and schema refusals -------------
@@ -202,8 +202,8 @@ def test_gemini_refusals_hold_for_the_fitted_declarations():
     body = build_body(req, {}, "gemini-2.5-flash")
     assert gemini_tools_refusal(body) is None
     declared = body["tools"][0]["functionDeclarations"]
-    assert declared[0]["parameters"]["properties"]["labels"]["items"] == {"type": "STRING"}
-    assert set(declared[1]["parameters"]["properties"]) == {"id", "limit", "query"}
+    assert declared[0]["parametersJsonSchema"]["properties"]["labels"]["items"] == {}
+    assert set(declared[1]["parametersJsonSchema"]["properties"]) == {"id", "limit", "query"}
 
 
 @pytest.mark.parametrize("schema", [
@@ -237,7 +237,7 @@ TYPELESS_TOOL = {"name": "update_record", "description": "Update a record's fiel
                  }}}
 
 
-def test_a_schema_node_without_a_type_gets_the_one_gemini_demands():
+def test_a_schema_node_without_a_type_reaches_gemini_as_written():
     from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
     from modelgate.providers.gemini import build_body
 
@@ -245,9 +245,25 @@ def test_a_schema_node_without_a_type_gets_the_one_gemini_demands():
                       tools=[Tool("update_record", None, TYPELESS_TOOL["input_schema"])])
     body = build_body(req, {}, "gemini-3-flash-preview")
     assert gemini_tools_refusal(body) is None
-    properties = body["tools"][0]["functionDeclarations"][0]["parameters"]["properties"]
+    declared = body["tools"][0]["functionDeclarations"][0]
+    # A JSON schema says what the typed `parameters` cannot: a value of any type, numeric enums. Claude Code's own
+    # Workflow tool takes `args` of any type and warns that a JSON-encoded string breaks it.
+    # A property's value must be a schema (JSON Schema 2020-12, 10.3.2.1): the bare "object" is read as any value.
+    assert declared["parametersJsonSchema"]["properties"] == {**TYPELESS_TOOL["input_schema"]["properties"], "kind": {}}
+
+
+def test_a_structured_output_schema_without_types_gets_the_ones_gemini_demands():
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart
+    from modelgate.providers.gemini import build_body
+
+    schema = {**TYPELESS_TOOL["input_schema"]}
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])],
+                      response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}})
+    body = build_body(req, {}, "gemini-3-flash-preview")
+    assert gemini_tools_refusal(body) is None  # responseSchema is Gemini's typed Schema
+    properties = body["generationConfig"]["responseSchema"]["properties"]
     assert properties["id"] == {"type": "STRING", "description": "The record's id"}
-    assert properties["value"]["type"] == "STRING"  # any value, as text
+    assert properties["value"]["type"] == "STRING"  # any value, as text: the typed Schema has no "any"
     assert properties["lines"]["type"] == "ARRAY" and properties["lines"]["items"]["type"] == "OBJECT"
     assert properties["severity"] == {"type": "INTEGER"}  # Gemini's enums hold strings only
     assert properties["meta"]["properties"]["height"]["type"] == "NUMBER"
@@ -257,6 +273,25 @@ def test_a_schema_node_without_a_type_gets_the_one_gemini_demands():
     # goes into each branch.
     assert properties["limit"] == {"anyOf": [{"type": "INTEGER", "description": "A count or 'all'"},
                                              {"type": "STRING", "description": "A count or 'all'"}]}
+
+
+def test_references_gemini_refuses_are_mended():
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+    from modelgate.providers.gemini import build_body
+
+    # pydantic writes a described reference (`$ref` beside `description`); MCP servers send references to
+    # definitions they left out.
+    schema = {"type": "object", "$defs": {"Mode": {"type": "string", "enum": ["fast", "slow"]}},
+              "properties": {"mode": {"$ref": "#/$defs/Mode", "description": "How to run"},
+                             "target": {"$ref": "#/$defs/Missing", "description": "What to run"},
+                             "again": {"$ref": "#"}}}
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])], tools=[Tool("run", None, schema)])
+    sent = build_body(req, {}, "gemini-2.5-flash")["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
+    assert gemini_json_schema_refusal(schema) is not None  # as the client wrote it
+    assert gemini_json_schema_refusal(sent) is None
+    assert sent["properties"]["mode"] == {"description": "How to run", "anyOf": [{"$ref": "#/$defs/Mode"}]}
+    assert sent["properties"]["target"] == {"description": "What to run"}
+    assert sent["properties"]["again"] == {"$ref": "#"}
 
 
 @pytest.mark.parametrize("fields,refused", [
@@ -277,6 +312,5 @@ async def test_claude_code_s_typeless_mcp_schemas_reach_gemini(gateway, upstream
     answer = await api.messages.create(model="gemini-2.5-flash", max_tokens=1024, tools=[TYPELESS_TOOL],  # type: ignore[list-item]
                                        messages=[{"role": "user", "content": "call tool: set record 7 to 3"}])
     assert [block.name for block in answer.content if block.type == "tool_use"] == ["update_record"]
-    declared = fake.last.json()["tools"][0]["functionDeclarations"][0]["parameters"]
-    assert set(declared["properties"]) == set(TYPELESS_TOOL["input_schema"]["properties"])
-    assert declared["required"] == ["id", "value"]
+    declared = fake.last.json()["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
+    assert declared["properties"]["value"] == {} and declared["required"] == ["id", "value"]

@@ -14,8 +14,9 @@ Mapping notes (also in docs/providers.md):
   the same part when the turn is replayed. Calls without one (chat clients
   cannot carry signatures; history from other providers) get the sentinel
   Google documents for history produced elsewhere; Gemini 3 rejects unsigned calls.
-- JSON schemas (tool parameters, json_schema response format) are reduced to
-  the OpenAPI subset Gemini accepts (`gemini_schema`).
+- Tool parameters go as the client's JSON schema (`parametersJsonSchema`, mended where
+  Gemini refuses it); a json_schema response format is reduced to the typed OpenAPI
+  subset of `responseSchema` (`gemini_schema`).
 - Thinking parts sent back by a client and the `user` field are dropped. The client's
   thinking request sets thinkingConfig over the provider options (`request_thinking`).
 """
@@ -63,7 +64,7 @@ from modelgate.providers.base import (
     classify_by_status,
     retry_after_seconds,
 )
-from modelgate.providers.tool_rules import GEMINI_NAME, by_tool_set, object_root
+from modelgate.providers.tool_rules import GEMINI_NAME, by_tool_set, object_root, rewritten, with_items
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 
@@ -242,7 +243,59 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
 
 @by_tool_set
 def _declared_parameters(schemas: list[Any]) -> list[dict[str, Any]]:
-    return [gemini_schema(object_root(schema)) for schema in schemas]
+    """Each tool's parameters as `parametersJsonSchema`: the client's JSON schema itself, which Gemini
+    and Vertex take (both since June 2025; Google's gemini-cli sends every tool so), with nothing lost
+    on the way (a value of any type, numeric enums, maps). Only what its checks refuse is mended."""
+    return [_json_parameters(object_root(schema)) for schema in schemas]
+
+
+def _json_parameters(root: dict[str, Any]) -> dict[str, Any]:
+    def mend(node: dict[str, Any]) -> dict[str, Any]:
+        properties = node.get("properties")
+        if "properties" in node and not isinstance(properties, dict):
+            # "value for properties at top-level must be an object"
+            node = {k: v for k, v in node.items() if k != "properties"}
+        elif properties and not all(isinstance(sub, (dict, bool)) for sub in properties.values()):
+            # A property's value must be a schema (JSON Schema 2020-12, 10.3.2.1), not e.g. "object".
+            node = {**node, "properties": {k: v if isinstance(v, (dict, bool)) else {} for k, v in properties.items()}}
+        if isinstance(node.get("enum"), list) and "" in node["enum"]:
+            # Gemini 3 refuses it in `parameters` ("enum[0]: cannot be empty"); the JSON schema's check is
+            # not documented, so it is not risked there either.
+            node = {**node, "enum": [v for v in node["enum"] if v != ""]}
+            if not node["enum"]:
+                del node["enum"]
+        if "$ref" not in node:
+            # An array with no `items` takes any value, as `items: {}` says: Gemini's `parameters` refuses the
+            # first ("…items: missing field.", cline/cline#7339), so the JSON schema gets the second.
+            return with_items(node)
+        if not _resolves(root, node["$ref"]):
+            # "reference to undefined schema at properties.language" (agent-infra/sandbox#83)
+            return {k: v for k, v in node.items() if k != "$ref"}
+        # "schema at properties.draft can only contain properties starting with '$' when $ref is present"
+        # (google-gemini/gemini-cli#4758): the reference goes into a union of one, its neighbours stay.
+        own = {k: v for k, v in node.items() if not k.startswith("$")}
+        if not own:
+            return node
+        reference = {k: v for k, v in node.items() if k.startswith("$")}
+        return {**own, "anyOf": [reference]} if "anyOf" not in own else reference
+
+    return rewritten(root, mend)
+
+
+def _resolves(root: dict[str, Any], ref: Any) -> bool:
+    """Whether `ref` points into the schema itself (`#`, `#/$defs/Name`, any JSON pointer from the root)."""
+    if not isinstance(ref, str) or not ref.startswith("#"):
+        return False
+    target: Any = root
+    for step in ref[1:].split("/")[1:]:
+        step = step.replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and step in target:
+            target = target[step]
+        elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+            target = target[int(step)]
+        else:
+            return False
+    return isinstance(target, (dict, bool))
 
 
 # --- request -------------------------------------------------------------
@@ -442,9 +495,9 @@ def build_body(req: ChatRequest, options: Mapping[str, Any] | None = None, model
             decl: dict[str, Any] = {"name": tool.name}
             if tool.description:
                 decl["description"] = tool.description
-            # Gemini rejects an OBJECT schema without properties; a no-argument function has none.
+            # A no-argument function has no parameters (older models refuse an object without properties).
             if params.get("properties"):
-                decl["parameters"] = params
+                decl["parametersJsonSchema"] = params
             decls.append(decl)
         body["tools"] = [{"functionDeclarations": decls}]
     if req.tool_choice and req.tools:

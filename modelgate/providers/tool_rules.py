@@ -223,9 +223,10 @@ def _function_schemas(schemas: list[Any]) -> list[dict[str, Any]] | None:
     return None if all(a is b for a, b in zip(fitted, schemas)) else fitted
 
 
-def _items_filled(schema: Any) -> Any:
-    """`schema` with the arrays' missing `items` filled: the same object where nothing lacks them, else
-    copied along the changed paths only."""
+def rewritten(schema: Any, fix: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """`schema` with `fix` applied to each of its subschemas, innermost first (`fix` gives back the node
+    itself where it changes nothing): the same object where nothing changes, else copied along the
+    changed paths only, so the client's tree is never edited."""
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] | None = None
@@ -233,23 +234,32 @@ def _items_filled(schema: Any) -> Any:
         if key in _MAP and isinstance(value, dict):
             new: Any = None
             for name, sub in value.items():
-                filled = _items_filled(sub)
-                if filled is not sub:
+                fixed = rewritten(sub, fix)
+                if fixed is not sub:
                     new = new or dict(value)
-                    new[name] = filled
+                    new[name] = fixed
         elif key in _LIST and isinstance(value, list):
-            filled_list = [_items_filled(sub) for sub in value]
-            new = filled_list if any(a is not b for a, b in zip(filled_list, value)) else None
+            fixed_list = [rewritten(sub, fix) for sub in value]
+            new = fixed_list if any(a is not b for a, b in zip(fixed_list, value)) else None
         elif key in _ONE:
-            filled = _items_filled(value)
-            new = filled if filled is not value else None
+            fixed = rewritten(value, fix)
+            new = fixed if fixed is not value else None
         else:
             continue
         if new is not None:
             out = out or dict(schema)
             out[key] = new
-    kind = schema.get("type")
-    if "items" not in schema and (kind == "array" or (isinstance(kind, list) and "array" in kind)):
-        out = out or dict(schema)
-        out["items"] = {}
-    return schema if out is None else out
+    return fix(schema if out is None else out)
+
+
+def _items_filled(schema: Any) -> Any:
+    """`schema` with `items: {}` (any value) on every array that has none."""
+    return rewritten(schema, with_items)
+
+
+def with_items(node: dict[str, Any]) -> dict[str, Any]:
+    """The node, with `items: {}` where it is an array without `items`."""
+    kind = node.get("type")
+    if "items" not in node and (kind == "array" or (isinstance(kind, list) and "array" in kind)):
+        return {**node, "items": {}}
+    return node

@@ -168,6 +168,8 @@ def gemini_tools_refusal(body: dict[str, Any]) -> str | None:
                         "maximum length of 64.")
             if "parameters" in decl and (refused := _gemini_schema_refusal(decl["parameters"], f"{where}.parameters")):
                 return refused
+            if "parametersJsonSchema" in decl and (refused := gemini_json_schema_refusal(decl["parametersJsonSchema"])):
+                return refused
     schema = (body.get("generationConfig") or {}).get("responseSchema")
     if schema is not None:
         return _gemini_schema_refusal(schema, "GenerateContentRequest.generation_config.response_schema")
@@ -206,3 +208,40 @@ def _gemini_schema_refusal(schema: Any, path: str) -> str | None:
         if (refused := _gemini_schema_refusal(sub, f"{path}.properties[{name}]")) is not None:
             return refused
     return _gemini_schema_refusal(schema["items"], f"{path}.items") if kind == "ARRAY" else None
+
+
+def gemini_json_schema_refusal(root: Any) -> str | None:
+    """What Gemini refuses in `parametersJsonSchema` (a JSON schema), in its words: a root without a type
+    ("schema at top-level requires unspecified property 'type'", google-gemini/gemini-cli#23382), `properties`
+    that is not an object ("value for properties at top-level must be an object"), a `$ref` beside other
+    fields ("schema at properties.draft can only contain properties starting with '$' when $ref is
+    present", google-gemini/gemini-cli#4758) or one that points nowhere ("reference to undefined schema at
+    properties.language", agent-infra/sandbox#83)."""
+    if not isinstance(root, dict) or "type" not in root:
+        return "schema at top-level requires unspecified property 'type'"
+    return _json_node_refusal(root, root, "top-level")
+
+
+def _json_node_refusal(root: dict[str, Any], node: Any, where: str) -> str | None:
+    if not isinstance(node, dict):
+        return None
+    if "properties" in node and not isinstance(node["properties"], dict):
+        return f"value for properties at {where} must be an object"
+    if "$ref" in node:
+        if any(not key.startswith("$") for key in node):
+            return f"schema at {where} can only contain properties starting with '$' when $ref is present"
+        target: Any = root
+        for step in str(node["$ref"]).removeprefix("#").split("/")[1:]:
+            target = target.get(step) if isinstance(target, dict) else None
+        if not str(node["$ref"]).startswith("#") or target is None:
+            return f"reference to undefined schema at {where}"
+    prefix = "" if where == "top-level" else where + "."
+    subs: list[tuple[str, Any]] = [(f"{prefix}{key}.{name}", sub) for key in ("properties", "$defs", "definitions")
+                                   for name, sub in (node.get(key) or {}).items() if isinstance(node.get(key), dict)]
+    subs += [(f"{prefix}{key}.{i}", sub) for key in ("anyOf", "oneOf", "allOf", "prefixItems")
+             for i, sub in enumerate(node.get(key) or ()) if isinstance(node.get(key), list)]
+    subs += [(f"{prefix}{key}", node[key]) for key in ("items", "additionalProperties", "not") if key in node]
+    for path, sub in subs:
+        if (refused := _json_node_refusal(root, sub, path)) is not None:
+            return refused
+    return None
