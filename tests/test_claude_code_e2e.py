@@ -3,9 +3,10 @@ tests/agents/package.json) against the gateway, as a user would run it:
 `ANTHROPIC_BASE_URL={gateway}/alt` and a gateway key, nothing else.
 
 A scripted upstream makes the agent write a file, run a command, then finish. Once on an
-`anthropic`-kind channel with the CLI's default model (pass-through), once on a chat-completions
-channel and once on a Gemini channel with a model name the CLI does not know (conversion: the CLI's
-own tool schemas must pass each vendor's checks, tests/fakes/tool_rules.py). Each run is bounded.
+`anthropic`-kind channel with the CLI's default model (pass-through), then on a chat-completions, a
+Gemini and a Bedrock Converse channel with a model name the CLI does not know (conversion: the CLI's own
+tool schemas and histories must pass each vendor's checks, tests/fakes/tool_rules.py and the fakes'
+own validators). Each run is bounded.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import orjson
 import pytest
 
 from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply
+from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
 
@@ -93,6 +95,20 @@ class ScriptedGemini(FakeGemini):
         results = sum(1 for c in body["contents"] for p in c["parts"] if "functionResponse" in p)
         text, calls = _agent_turn(names, results, self.workdir)
         return [{"text": text}] + [{"functionCall": {"name": name, "args": args}} for name, args in calls]
+
+
+class ScriptedBedrock(FakeBedrock):
+    def __init__(self, workdir: Path) -> None:
+        super().__init__()
+        self.workdir = workdir
+
+    def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        names = {t["toolSpec"]["name"] for t in (body.get("toolConfig") or {}).get("tools") or [] if "toolSpec" in t}
+        results = sum(1 for m in body["messages"] for b in m["content"] if "toolResult" in b)
+        text, calls = _agent_turn(names, results, self.workdir)
+        uses = [{"toolUse": {"toolUseId": f"tooluse_{results}_{i}", "name": name, "input": args}}
+                for i, (name, args) in enumerate(calls)]
+        return [{"text": text}, *uses], "tool_use" if uses else "end_turn"
 
 
 async def run_claude(gateway_url: str, key: str, workdir: Path, home: Path, model: str | None) -> list[dict]:
@@ -188,5 +204,20 @@ async def test_claude_code_on_a_gemini_channel(gateway, dirs):
         agent = [c for c in calls if "Write" in {d["name"] for t in c.get("tools") or []
                                                  for d in t["functionDeclarations"]}]
         assert len(agent) >= 3  # every request with the CLI's whole tool set passed Gemini's schema checks
+    finally:
+        await upstream.close()
+
+
+async def test_claude_code_on_a_bedrock_converse_channel(gateway, dirs):
+    workdir, home = dirs
+    upstream = await ScriptedBedrock(workdir).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-bedrock", "upstream_model": upstream.models[0]}],
+                                   kind="aws-bedrock", upstream_keys=(upstream.api_key,), name="bedrock")
+        events = await run_claude(gateway.url, wired.key, workdir, home, model="team-bedrock")
+        assert_task_done(events, workdir)
+        agent = [b for b in upstream.bodies
+                 if "Write" in {t["toolSpec"]["name"] for t in (b.get("toolConfig") or {}).get("tools") or []}]
+        assert len(agent) >= 3  # every request with the CLI's tools and history passed Converse's checks
     finally:
         await upstream.close()

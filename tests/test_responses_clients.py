@@ -3,7 +3,8 @@ SDK (npm `ai` + `@ai-sdk/openai`), installed from tests/clients/package.json by 
 
 Each runs against the real gateway, with a scripted fake upstream behind it that makes the
 model call a tool and then finish: through a chat-format channel and through an `anthropic`
-channel (both converted). Runs are bounded; a missing CLI or runtime skips with the reason.
+channel (both converted), and Codex also through a Gemini channel, whose fake checks Codex's own
+tool schemas. Runs are bounded; a missing CLI or runtime skips with the reason.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pytest
 
 from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
 from tests.fakes.anthropic_upstream import Reply
+from tests.fakes.gemini_upstream import FakeGemini
 from tests.test_chat_e2e import call_rows
 
 CLIENTS = Path(__file__).parent / "clients"
@@ -93,7 +95,33 @@ def script_messages(tool: str, arguments: dict[str, Any], final: str):
     return answer
 
 
-async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str):
+class ScriptedGemini(FakeGemini):
+    """Gemini that calls `tool` first and, given its result, answers `final: <result>`."""
+
+    tool, final = "", ""
+    arguments: dict[str, Any] = {}
+
+    def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        results = [p["functionResponse"]["response"] for p in body["contents"][-1]["parts"] if "functionResponse" in p]
+        if results:
+            return [{"text": f"{self.final}: {str(results[0].get('output')).strip().splitlines()[-1]}"}]
+        return [{"functionCall": {"name": self.tool, "args": self.arguments}}]
+
+
+@pytest.fixture
+async def gemini_upstream():
+    fake = await ScriptedGemini().start()
+    yield fake
+    await fake.close()
+
+
+async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str,
+               gemini_upstream=None):
+    if route == "gemini":
+        gemini_upstream.tool, gemini_upstream.arguments, gemini_upstream.final = tool, arguments, final
+        wired = await gateway.wire(gemini_upstream.base_url, ["gemini-2.5-flash"], kind="gemini",
+                                   upstream_keys=(gemini_upstream.api_key,), name="gemini")
+        return wired, "gemini-2.5-flash", gemini_upstream
     if route == "chat":
         openai_upstream.script = script_chat(tool, arguments, final)
         return await gateway.wire(openai_upstream.base_url, ["gpt-test"]), "gpt-test", openai_upstream
@@ -103,12 +131,12 @@ async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: s
     return wired, "claude-haiku-4-5", anthropic_upstream
 
 
-@pytest.mark.parametrize("route", ["chat", "anthropic"])
-async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream, anthropic_upstream, tmp_path,
-                                                       route):
+@pytest.mark.parametrize("route", ["chat", "anthropic", "gemini"])
+async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream, anthropic_upstream, gemini_upstream,
+                                                       tmp_path, route):
     need(CODEX, "The Codex CLI (@openai/codex)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
-                                        "exec_command", {"cmd": COMMAND}, "Done")
+                                        "exec_command", {"cmd": COMMAND}, "Done", gemini_upstream)
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
