@@ -86,8 +86,8 @@ class ScriptedOpenAI(FakeOpenAI):
 
 
 class ScriptedGemini(FakeGemini):
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(models=("gemini-2.5-flash",))
+    def __init__(self, workdir: Path, model: str) -> None:
+        super().__init__(models=(model,))
         self.workdir = workdir
 
     def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -191,11 +191,13 @@ async def test_claude_code_on_a_chat_completions_channel(gateway, dirs):
         await upstream.close()
 
 
-async def test_claude_code_on_a_gemini_channel(gateway, dirs):
+# 3.8 Flash signs its function calls and checks them on the next step (tests/fakes/gemini_upstream.py).
+@pytest.mark.parametrize("model", ["gemini-2.5-flash", "gemini-3.8-flash"])
+async def test_claude_code_on_a_gemini_channel(gateway, dirs, model):
     workdir, home = dirs
-    upstream = await ScriptedGemini(workdir).start()
+    upstream = await ScriptedGemini(workdir, model).start()
     try:
-        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-gemini", "upstream_model": "gemini-2.5-flash"}],
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-gemini", "upstream_model": model}],
                                    kind="gemini", upstream_keys=(upstream.api_key,), name="gemini")
         events = await run_claude(gateway.url, wired.key, workdir, home, model="team-gemini")
         assert_task_done(events, workdir)

@@ -110,18 +110,18 @@ class ScriptedGemini(FakeGemini):
 
 @pytest.fixture
 async def gemini_upstream():
-    fake = await ScriptedGemini().start()
+    fake = await ScriptedGemini(models=("gemini-3.8-flash",)).start()
     yield fake
     await fake.close()
 
 
 async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str,
                gemini_upstream=None):
-    if route == "gemini":
+    if route == "gemini":  # 3.8 Flash signs its function calls and checks them on the next step
         gemini_upstream.tool, gemini_upstream.arguments, gemini_upstream.final = tool, arguments, final
-        wired = await gateway.wire(gemini_upstream.base_url, ["gemini-2.5-flash"], kind="gemini",
+        wired = await gateway.wire(gemini_upstream.base_url, ["gemini-3.8-flash"], kind="gemini",
                                    upstream_keys=(gemini_upstream.api_key,), name="gemini")
-        return wired, "gemini-2.5-flash", gemini_upstream
+        return wired, "gemini-3.8-flash", gemini_upstream
     if route == "chat":
         openai_upstream.script = script_chat(tool, arguments, final)
         return await gateway.wire(openai_upstream.base_url, ["gpt-test"]), "gpt-test", openai_upstream

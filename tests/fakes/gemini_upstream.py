@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import base64
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +31,10 @@ def google_error(code: int, status: str, message: str, details: list[Any] | None
     if details:
         err["details"] = details
     return {"error": err}
+
+
+# Google's documented stand-ins for a signature where the history was made elsewhere (thought-signatures guide, FAQ).
+SENTINEL_SIGNATURES = ("skip_thought_signature_validator", "context_engineering_is_the_way_to_go")
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,7 @@ class FakeGemini(FakeUpstream):
         self.api_key = api_key
         self.models = list(models)
         self.tool_args: dict[str, Any] = {"city": "Paris"}
+        self.signatures: set[str] = set()  # the thought signatures this fake gave (Gemini 3 models)
 
     @property
     def base_url(self) -> str:
@@ -139,6 +146,37 @@ class FakeGemini(FakeUpstream):
         ]
         models.append({"name": "models/text-embedding-004", "supportedGenerationMethods": ["embedContent"]})
         return json_response({"models": models})
+
+    def _sign(self, parts: list[dict[str, Any]]) -> None:
+        """Gemini 3 signs the first function call of each step (https://ai.google.dev/gemini-api/docs/thought-signatures)."""
+        for part in parts:
+            if "functionCall" in part:
+                part["thoughtSignature"] = base64.b64encode(os.urandom(24)).decode()
+                self.signatures.add(part["thoughtSignature"])
+                return
+
+    def _signature_refusal(self, body: dict[str, Any]) -> str | None:
+        """Gemini 3 checks the steps of the current turn (after the last user text): each step's first function
+        call must carry the signature it came with, or a sentinel Google documents for history made elsewhere.
+        Words: "Function call is missing a thought_signature…" (google-gemini users, e.g. chatboxai/chatbox#3308,
+        manthanabc/paws#103), "Corrupted thought signature." (heyhuynhgiabuu/proxypal#119)."""
+        contents = body["contents"]
+        start = max((i for i, c in enumerate(contents) if c["role"] == "user"
+                     and any("text" in p for p in c.get("parts") or [])), default=0)
+        for position, content in enumerate(contents[start:], start + 1):
+            calls = [p for p in content.get("parts") or [] if "functionCall" in p]
+            if content["role"] != "model" or not calls:
+                continue
+            signature = calls[0].get("thoughtSignature")
+            if not signature:
+                return ("Function call is missing a thought_signature in functionCall parts. This is required for tools "
+                        "to work correctly, and missing thought_signature may lead to degraded model performance. "
+                        f"Additional data, function call `default_api:{calls[0]['functionCall'].get('name')}` , position "
+                        f"{position}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more "
+                        "details.")
+            if signature not in self.signatures and signature not in SENTINEL_SIGNATURES:
+                return "Corrupted thought signature."
+        return None
 
     def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         contents = body["contents"]
@@ -193,7 +231,11 @@ class FakeGemini(FakeUpstream):
         rules = MODEL_RULES.get(model)
         if rules is not None and (refusal := generation_refusal(model, body, rules)) is not None:
             return json_response(google_error(400, "INVALID_ARGUMENT", refusal), 400)
+        if model.startswith("gemini-3") and (refusal := self._signature_refusal(body)) is not None:
+            return json_response(google_error(400, "INVALID_ARGUMENT", refusal), 400)
         parts = self._answer(body)
+        if model.startswith("gemini-3"):
+            self._sign(parts)
         prompt_tokens = len(orjson.dumps(body["contents"])) // 4
         out_tokens = sum(len(orjson.dumps(p)) // 4 for p in parts)
         usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens,
