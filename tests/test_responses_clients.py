@@ -3,8 +3,8 @@ SDK (npm `ai` + `@ai-sdk/openai`), installed from tests/clients/package.json by 
 
 Each runs against the real gateway, with a scripted fake upstream behind it that makes the
 model call a tool and then finish: through a chat-format channel and through an `anthropic`
-channel (both converted), and Codex also through a Gemini channel, whose fake checks Codex's own
-tool schemas. Runs are bounded; a missing CLI or runtime skips with the reason.
+channel (both converted), and Codex also through a Gemini and a Bedrock Converse channel, whose fakes
+check Codex's own tool schemas and histories. Runs are bounded; a missing CLI or runtime skips with the reason.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 
 from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
 from tests.fakes.anthropic_upstream import Reply
+from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.test_chat_e2e import call_rows
 
@@ -108,6 +109,27 @@ class ScriptedGemini(FakeGemini):
         return [{"functionCall": {"name": self.tool, "args": self.arguments}}]
 
 
+class ScriptedBedrock(FakeBedrock):
+    """Converse that calls `tool` first and, given its result, answers `final: <result>`."""
+
+    tool, final = "", ""
+    arguments: dict[str, Any] = {}
+
+    def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        results = [b["toolResult"] for b in body["messages"][-1]["content"] if "toolResult" in b]
+        if results:
+            text = " ".join(c.get("text", "") for c in results[0]["content"])
+            return [{"text": f"{self.final}: {text.strip().splitlines()[-1]}"}], "end_turn"
+        return [{"toolUse": {"toolUseId": "tooluse_step1", "name": self.tool, "input": self.arguments}}], "tool_use"
+
+
+@pytest.fixture
+async def bedrock_upstream():
+    fake = await ScriptedBedrock().start()
+    yield fake
+    await fake.close()
+
+
 @pytest.fixture
 async def gemini_upstream():
     fake = await ScriptedGemini(models=("gemini-3.8-flash",)).start()
@@ -116,7 +138,13 @@ async def gemini_upstream():
 
 
 async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str,
-               gemini_upstream=None):
+               gemini_upstream=None, bedrock_upstream=None):
+    if route == "bedrock":
+        bedrock_upstream.tool, bedrock_upstream.arguments, bedrock_upstream.final = tool, arguments, final
+        model = bedrock_upstream.models[0]
+        wired = await gateway.wire(bedrock_upstream.base_url, [model], kind="aws-bedrock",
+                                   upstream_keys=(bedrock_upstream.api_key,), name="bedrock")
+        return wired, model, bedrock_upstream
     if route == "gemini":  # 3.8 Flash signs its function calls and checks them on the next step
         gemini_upstream.tool, gemini_upstream.arguments, gemini_upstream.final = tool, arguments, final
         wired = await gateway.wire(gemini_upstream.base_url, ["gemini-3.8-flash"], kind="gemini",
@@ -131,12 +159,12 @@ async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: s
     return wired, "claude-haiku-4-5", anthropic_upstream
 
 
-@pytest.mark.parametrize("route", ["chat", "anthropic", "gemini"])
+@pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
 async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream, anthropic_upstream, gemini_upstream,
-                                                       tmp_path, route):
+                                                       bedrock_upstream, tmp_path, route):
     need(CODEX, "The Codex CLI (@openai/codex)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
-                                        "exec_command", {"cmd": COMMAND}, "Done", gemini_upstream)
+                                        "exec_command", {"cmd": COMMAND}, "Done", gemini_upstream, bedrock_upstream)
     home, work = tmp_path / "codex-home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
