@@ -10,6 +10,8 @@
 - The models of MODEL_RULES refuse what Google documents they do not take, in the service's words
   (`generation_refusal`): thinking budgets out of range, levels, both at once, penalties, a conversation
   that ends with the model, more than 5 stop sequences, 65,536 output tokens or more, an empty enum value.
+- Gemini 3 models sign the first function call of each answer (`thoughtSignature`) and refuse a current
+  turn whose steps do not carry theirs back (or one of Google's sentinels), as the service does.
 """
 
 from __future__ import annotations
