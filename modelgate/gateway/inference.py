@@ -13,9 +13,9 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import orjson
@@ -347,8 +347,22 @@ class InferenceHandler:
             _note_usage(record, handle.usage)
 
 
-async def _refused(resp: aiohttp.ClientResponse, adapter: Any, endpoint: Endpoint) -> UpstreamError:
-    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+Answer = TypeVar("Answer")
+
+
+async def _fetch_refused(answer: tuple[int, Mapping[str, str], bytes], adapter: Any,
+                         endpoint: Endpoint) -> UpstreamError | None:
+    status, headers, data = answer
+    return refusal(adapter, status, data, headers, endpoint) if status >= 400 else None
+
+
+async def _stream_refused(resp: aiohttp.ClientResponse, adapter: Any, endpoint: Endpoint) -> UpstreamError | None:
+    if resp.status < 400:
+        return None
+    try:
+        body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
+    finally:
+        resp.close()
     return refusal(adapter, resp.status, body, resp.headers, endpoint)
 
 
@@ -412,18 +426,28 @@ class _Call:
             raise UpstreamError(ErrorType.TIMEOUT_ERROR, "The application's timeout was reached")
         return remaining
 
+    async def _answered(self, route: Route, endpoint: Endpoint, send: Callable[[UpstreamRequest], Awaitable[Answer]],
+                        refused: Callable[[Answer, Any, Endpoint], Awaitable[UpstreamError | None]],
+                        ) -> tuple[Any, bool, Answer]:
+        """(adapter, native, answer) of this attempt's request. A converted call refused for asking more
+        output than the model's cap is sent once more at that cap, within the same attempt (`_capped`)."""
+        again = True
+        while True:
+            adapter, req, native = self._request(route, endpoint)
+            answer = await send(req)
+            error = await refused(answer, adapter, endpoint)
+            if error is None:
+                return adapter, native, answer
+            if native or not again or not self._capped(error, route, endpoint):
+                raise error
+            again = False
+
+    async def _fetch(self, req: UpstreamRequest) -> tuple[int, Mapping[str, str], bytes]:
+        return await self.h.rt.fetch(req, self._timeout())
+
     async def complete(self, route: Route, endpoint: Endpoint) -> tuple[bytes, Usage]:
         await prepare(get_kind(route.provider_kind).adapter, endpoint)
-        adapter, req, native = self._request(route, endpoint)
-        status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
-        if status >= 400:
-            error = refusal(adapter, status, data, resp_headers, endpoint)
-            if native or not self._capped(error, route, endpoint):
-                raise error
-            adapter, req, native = self._request(route, endpoint)
-            status, resp_headers, data = await self.h.rt.fetch(req, self._timeout())
-            if status >= 400:
-                raise refusal(adapter, status, data, resp_headers, endpoint)
+        adapter, native, (_, resp_headers, data) = await self._answered(route, endpoint, self._fetch, _fetch_refused)
         if not native:
             resp_ir = read_answer(adapter, data, resp_headers, endpoint)
             if self.tool_names:
@@ -436,33 +460,24 @@ class _Call:
 
     async def open_stream(self, route: Route, endpoint: Endpoint) -> StreamHandle:
         await prepare(get_kind(route.provider_kind).adapter, endpoint)
-        adapter, req, native = self._request(route, endpoint)
         # Up to the first event the executor may still retry or fail over, so this attempt gets
         # only the per-attempt first-byte limit of the call's remaining time.
         timeout = min(self._timeout(), self.h.rt.settings.upstream.stream_first_byte_timeout_seconds)
         resp: aiohttp.ClientResponse | None = None
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(req)
-                if resp.status >= 400:
-                    error = await _refused(resp, adapter, endpoint)
-                    if native or not self._capped(error, route, endpoint):
-                        raise error
-                    resp.close()
-                    adapter, req, native = self._request(route, endpoint)
-                    resp = await self._send(req)
-                    if resp.status >= 400:
-                        raise await _refused(resp, adapter, endpoint)
-                if resp.headers.get("content-type", "").lower().startswith(NOT_A_STREAM):
-                    body = await read_capped(resp, ERROR_BODY_BYTES, truncate=True)
-                    raise stream_refusal(adapter, body, resp.headers, endpoint)
+                adapter, native, opened = await self._answered(route, endpoint, self._send, _stream_refused)
+                resp = opened  # closed below if anything fails
+                if opened.headers.get("content-type", "").lower().startswith(NOT_A_STREAM):
+                    body = await read_capped(opened, ERROR_BODY_BYTES, truncate=True)
+                    raise stream_refusal(adapter, body, opened.headers, endpoint)
                 if native:
-                    handle = StreamHandle(resp, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
+                    handle = StreamHandle(opened, b"", adapter, endpoint, tap=self.codec.native_stream_tap(self.body))
                 else:
-                    handle = StreamHandle(resp, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
+                    handle = StreamHandle(opened, b"", adapter, endpoint, decoder=GuardedDecoder(adapter.stream_decoder()),
                                           encoder=self.codec.stream_encoder(self.model, self.answer))
                 while not handle.first:
-                    chunk = await resp.content.readany()
+                    chunk = await opened.content.readany()
                     if chunk:
                         handle.first = self._translate(handle, chunk, self.clock.monotonic(), first=True)
                         continue
