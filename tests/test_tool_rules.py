@@ -214,9 +214,14 @@ def test_gemini_refusals_hold_for_the_fitted_declarations():
     {"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}, "b": {"type": ["array"]}}},
 ])
 def test_a_malformed_schema_is_made_an_object_without_a_crash(schema):
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+    from modelgate.providers.gemini import build_body
+
     root = object_root(schema)
     assert root["type"] == "object" and isinstance(root["properties"], dict)
     assert openai_tools_refusal(_openai_body(function_schemas([schema])[0])) is None
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])], tools=[Tool("f", None, schema)])
+    assert gemini_tools_refusal(build_body(req, {}, "gemini-2.5-flash")) is None
 
 
 # Schema nodes without a type, as MCP servers and agents send them: zod's z.any() (`{}`), a node with only a
