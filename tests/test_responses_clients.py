@@ -3,8 +3,8 @@ SDK (npm `ai` + `@ai-sdk/openai`), installed from tests/clients/package.json by 
 
 Each runs against the real gateway, with a scripted fake upstream behind it that makes the
 model call a tool and then finish: through a chat-format channel and through an `anthropic`
-channel (both converted), and Codex also through a Gemini and a Bedrock Converse channel, whose fakes
-check Codex's own tool schemas and histories. Runs are bounded; a missing CLI or runtime skips with the reason.
+channel (both converted), and through a Gemini and a Bedrock Converse channel, whose fakes check the
+clients' own tool schemas and histories. Runs are bounded; a missing CLI or runtime skips with the reason.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ CODEX = CLIENTS / "node_modules" / ".bin" / "codex"
 AI_SDK = CLIENTS / "node_modules" / "@ai-sdk" / "openai"
 RUN_LIMIT = 180  # seconds for one client run
 COMMAND = "printf 'hello from codex' > result.txt && cat result.txt"
+# What models say before a call. The AI SDK stores by default and sends it back, on the next step, as a
+# reference to the item it came in (tests/test_responses_e2e.py): the gateway must read it back.
+PREAMBLE = "Let me check."
 
 
 def readme_codex_config(base_url: str, model: str) -> str:
@@ -83,7 +86,7 @@ def script_chat(tool: str, arguments: dict[str, Any], final: str):
             return f"{final}: {result.strip().splitlines()[-1]}", [], "stop"
         call = {"id": "call_step1", "type": "function",
                 "function": {"name": tool, "arguments": orjson.dumps(arguments).decode()}}
-        return None, [call], "tool_calls"
+        return PREAMBLE, [call], "tool_calls"
     return answer
 
 
@@ -92,7 +95,7 @@ def script_messages(tool: str, arguments: dict[str, Any], final: str):
         result = tool_result_text(body)
         if result is not None:
             return Reply(text=f"{final}: {result.strip().splitlines()[-1]}")
-        return Reply(tool_uses=[(tool, arguments)])
+        return Reply(text=PREAMBLE, tool_uses=[(tool, arguments)])
     return answer
 
 
@@ -106,7 +109,7 @@ class ScriptedGemini(FakeGemini):
         results = [p["functionResponse"]["response"] for p in body["contents"][-1]["parts"] if "functionResponse" in p]
         if results:
             return [{"text": f"{self.final}: {str(results[0].get('output')).strip().splitlines()[-1]}"}]
-        return [{"functionCall": {"name": self.tool, "args": self.arguments}}]
+        return [{"text": PREAMBLE}, {"functionCall": {"name": self.tool, "args": self.arguments}}]
 
 
 class ScriptedBedrock(FakeBedrock):
@@ -120,7 +123,8 @@ class ScriptedBedrock(FakeBedrock):
         if results:
             text = " ".join(c.get("text", "") for c in results[0]["content"])
             return [{"text": f"{self.final}: {text.strip().splitlines()[-1]}"}], "end_turn"
-        return [{"toolUse": {"toolUseId": "tooluse_step1", "name": self.tool, "input": self.arguments}}], "tool_use"
+        return [{"text": PREAMBLE}, {"toolUse": {"toolUseId": "tooluse_step1", "name": self.tool, "input": self.arguments}}], \
+            "tool_use"
 
 
 @pytest.fixture
@@ -187,12 +191,12 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
     assert {(r.protocol, r.stream, r.status) for r in rows} == {("responses", True, 200)}
 
 
-@pytest.mark.parametrize("route", ["chat", "anthropic"])
-async def test_ai_sdk_generate_and_stream_text_with_a_tool(gateway, openai_upstream, anthropic_upstream, tmp_path,
-                                                          route):
+@pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
+async def test_ai_sdk_generate_and_stream_text_with_a_tool(gateway, openai_upstream, anthropic_upstream,
+                                                          gemini_upstream, bedrock_upstream, tmp_path, route):
     need(AI_SDK, "The Vercel AI SDK (ai, @ai-sdk/openai)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
-                                        "weather", {"city": "Paris"}, "Forecast")
+                                        "weather", {"city": "Paris"}, "Forecast", gemini_upstream, bedrock_upstream)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GATEWAY_URL": gateway.url,
            "GATEWAY_KEY": wired.key, "GATEWAY_MODEL": model}
     code, out, err = await run(["node", str(CLIENTS / "ai_sdk.mjs")], env, CLIENTS)
@@ -206,5 +210,6 @@ async def test_ai_sdk_generate_and_stream_text_with_a_tool(gateway, openai_upstr
     assert {"text-delta", "tool-call", "tool-result", "finish"} <= set(result["stream"]["parts"])
     assert result["generate"]["usage"]["outputTokens"] > 0
     assert len(upstream.requests) == 4
+    assert PREAMBLE.encode() in upstream.requests[1].body  # the SDK's reference to it, read back
     rows = await call_rows(gateway, 4)
     assert [(r.protocol, r.stream) for r in rows] == [("responses", False)] * 2 + [("responses", True)] * 2

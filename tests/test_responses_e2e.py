@@ -340,7 +340,8 @@ async def test_400_validation_in_the_chat_shape(gateway, openai_upstream, body):
 
 
 @pytest.mark.parametrize("field", [{"previous_response_id": "resp_1"}, {"conversation": "conv_1"},
-                                   {"input": [{"type": "item_reference", "id": "msg_1"}]}])
+                                   {"input": [{"type": "item_reference", "id": "msg_1"}]},
+                                   {"input": [{"type": "item_reference", "id": 7}]}])
 async def test_stored_state_on_conversion_is_a_clear_400(gateway, openai_upstream, field):
     wired = await wire_chat(gateway, openai_upstream)
     with pytest.raises(openai.BadRequestError) as caught:
@@ -463,3 +464,38 @@ async def test_a_converted_response_echoes_the_tools_as_sent_streamed_or_not(gat
     for echoed in (resp, created[0].response, final):
         assert [tool.model_dump(exclude_none=True) for tool in echoed.tools] == [LOOKUP]
     assert resp.metadata == {"k": "v"}
+
+
+# The AI SDK's `openai(model)` stores by default and sends the assistant's text and reasoning of the step before
+# as item references (@ai-sdk/openai 3.0, convertToOpenAIResponsesInput); tests/test_responses_clients.py runs it.
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_reference_to_an_item_of_a_converted_answer_reads_it_back(gateway, openai_upstream, stream):
+    wired = await wire_chat(gateway, openai_upstream)
+    api = client(gateway, wired.key)
+    openai_upstream.script = lambda body: ("Let me look that up.", [{
+        "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "hi"}'}}],
+        "tool_calls") if len(body["messages"]) == 1 else ("It means hello.", [], "stop")
+    ask = {"role": "user", "content": "what does hi mean?"}
+    if stream:
+        async with api.responses.stream(model="gpt-test", input=[ask], tools=[LOOKUP]) as events:
+            first = await events.get_final_response()
+    else:
+        first = await api.responses.create(model="gpt-test", input=[ask], tools=[LOOKUP])
+    said, call = first.output
+    assert said.type == "message" and call.type == "function_call"
+    second = await api.responses.create(model="gpt-test", tools=[LOOKUP], input=[
+        ask, {"type": "item_reference", "id": said.id}, call.model_dump(exclude_none=True),
+        {"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}])
+    assert second.output_text == "It means hello."
+    assistant = openai_upstream.last.json()["messages"][1]
+    assert assistant["content"] == "Let me look that up."  # the referenced message, read back
+    assert assistant["tool_calls"][0]["id"] == "call_1"
+
+
+async def test_an_answer_to_a_request_that_does_not_store_is_not_kept(gateway, openai_upstream):
+    wired = await wire_chat(gateway, openai_upstream)
+    api = client(gateway, wired.key)
+    first = await api.responses.create(model="gpt-test", input="hi", store=False)
+    with pytest.raises(openai.BadRequestError) as caught:
+        await api.responses.create(model="gpt-test", input=[{"type": "item_reference", "id": first.output[0].id}])
+    assert "does not hold" in caught.value.message and "store: false" in caught.value.message

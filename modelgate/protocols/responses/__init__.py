@@ -2,7 +2,8 @@
 
 Pure functions only, one concern per module: `validate`, `view` (the typed fast path of validation),
 `decode` (into the IR), `encode` (the response object), `stream` (IR stream events as the typed event
-stream) and `tap` (a native stream relayed). Keys, headers and the 7.2 error body are the chat
+stream) and `tap` (a native stream relayed); `items` is the one piece of state, the converted answers'
+items kept for a client's references to them. Keys, headers and the 7.2 error body are the chat
 protocol's. See docs/conversion.md for the mapping.
 """
 
@@ -17,7 +18,8 @@ from modelgate.protocols import chat
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.responses import decode, view
-from modelgate.protocols.responses.encode import CALL_FORMS, echoed, encode_response, usage_from_vendor
+from modelgate.protocols.responses.encode import CALL_FORMS, REMEMBER, echoed, encode_response, usage_from_vendor
+from modelgate.protocols.responses.items import ItemMemory
 from modelgate.protocols.responses.stream import KEEPALIVE, ResponsesStreamEncoder
 from modelgate.protocols.responses.tap import ResponsesStreamTap
 from modelgate.protocols.responses.validate import validate
@@ -30,6 +32,9 @@ COMPACT_WIRE = "openai-responses-compact"
 class ResponsesCodec:
     protocol = ClientProtocol.RESPONSES
     native_wire = NATIVE_WIRE
+
+    def __init__(self, items: ItemMemory | None = None) -> None:
+        self.items = items  # converted answers' items, for the `item_reference`s of later requests
 
     def api_key(self, headers: Headers) -> bytes | None:
         return bearer_token(headers)
@@ -56,12 +61,14 @@ class ResponsesCodec:
         return {}  # nothing of a Responses client's headers is the upstream's business
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
-        return decode.to_ir(body)
+        return decode.to_ir(body, self.items.recall if self.items is not None else None)
 
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         context = echoed(body)
         if forms := decode.call_forms(body.get("tools")):
             context[CALL_FORMS] = forms
+        if self.items is not None and body.get("store") is not False:  # the vendor's default is to store
+            context[REMEMBER] = self.items.remember
         return context
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any]) -> bytes:

@@ -3,12 +3,14 @@
 The gateway is stateless on conversion: it keeps no responses, so anything that refers to
 stored state (`previous_response_id`, `conversation`, stored prompts, `item_reference`
 items, uploaded files) can only be served by an upstream that speaks the Responses API
-itself (pass-through). On conversion those are a clear 400. See docs/conversion.md.
+itself (pass-through). On conversion those are a clear 400, but for references to the items
+of the gateway's own converted answers, which it keeps a while (items.py). See
+docs/conversion.md.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, cast
+from typing import Any, Callable, Iterable, cast
 
 import orjson
 
@@ -137,7 +139,8 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
-def to_ir(body: dict[str, Any]) -> ChatRequest:
+def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] | None = None) -> ChatRequest:
+    """`recall`: an item this gateway produced earlier, by id (items.ItemMemory), for `item_reference`s."""
     for name in STATEFUL_FIELDS:
         if body.get(name):
             raise _stateless(f"'{name}' refers to state kept by the vendor")
@@ -159,6 +162,12 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
     for i, item in enumerate(items):
         kind = item.get("type", "message")
         where = f"input[{i}]"
+        if kind == "item_reference":
+            kept = recall(item["id"]) if recall is not None and isinstance(item.get("id"), str) else None
+            if kept is None:
+                raise _stateless(f"'{where}' is a reference to a stored item this gateway does not hold (it keeps "
+                                 "the items of its own converted answers for an hour, in the process that gave them)")
+            item, kind = kept, kept["type"]
         if kind == "message":
             role = item["role"]
             parts = _parts(item["content"], f"{where}.content")
@@ -189,8 +198,6 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
                              else FOREIGN_ENCRYPTED_CONTENT + signature)
             if texts or signature:
                 assistant_part(ThinkingPart("\n\n".join(texts), signature))
-        elif kind == "item_reference":
-            raise _stateless(f"'{where}' is a reference to a stored item")
         elif kind == "compaction_trigger":
             # Codex's request for the vendor's compaction: dropped, the answer would lack the compaction
             # item the client waits for.

@@ -73,6 +73,8 @@ def reasoning_item(item_id: str, text: str | None, signature: str | None = None)
 
 # The answer context's key for the calls the client reads in another form (decode.call_forms).
 CALL_FORMS = "call_forms"
+# Answer-context key: where the answer's output items go to be read back by reference (items.ItemMemory).
+REMEMBER = "remember"
 CallForms = Mapping[str, tuple[Optional[str], str, bool]]
 
 
@@ -194,8 +196,10 @@ def final_status(stop_reason: StopReason | None) -> str:
 
 def encode_response(resp: ChatResponse, model: str, body: dict[str, Any]) -> dict[str, Any]:
     skeleton = ResponseSkeleton(body, model)
-    return skeleton.build(final_status(resp.stop_reason), output_items(resp, body.get(CALL_FORMS)), resp.usage,
-                          resp.stop_reason)
+    output = output_items(resp, body.get(CALL_FORMS))
+    if remember := body.get(REMEMBER):
+        remember(output)
+    return skeleton.build(final_status(resp.stop_reason), output, resp.usage, resp.stop_reason)
 
 
 def error_object(error_type: str, message: str) -> dict[str, Any]:

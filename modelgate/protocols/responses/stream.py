@@ -38,6 +38,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.protocols.responses.encode import (
     CALL_FORMS,
+    REMEMBER,
     CallForms,
     ResponseSkeleton,
     error_object,
@@ -82,6 +83,7 @@ class ResponsesStreamEncoder:
     def __init__(self, model: str, body: dict[str, Any]) -> None:
         self.skeleton = ResponseSkeleton(body, model)
         self.forms: CallForms = body.get(CALL_FORMS) or {}  # calls the client reads in another form
+        self.remember = body.get(REMEMBER)  # where the output items go to be read back by reference
         self.usage = Usage()
         self.started = False
         self.finished = False
@@ -126,7 +128,10 @@ class ResponsesStreamEncoder:
             self._close_all(out)
             self.finished = True
             status = final_status(event.stop_reason)
-            response = self.skeleton.build(status, self._finished_output(), self.usage, event.stop_reason)
+            output = self._finished_output()
+            if self.remember is not None:
+                self.remember(output)
+            response = self.skeleton.build(status, output, self.usage, event.stop_reason)
             out.append(self._event(f"response.{status}", {"response": response}))
         elif isinstance(event, StreamError):
             out.append(self.error_event(event.error_type, event.message))

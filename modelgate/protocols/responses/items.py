@@ -1,0 +1,56 @@
+"""Output items of converted answers, kept a while so that a client's `item_reference` to one reads back.
+
+The AI SDK's `openai(model)` stores by default (`store` not false) and, on the next step of a tool loop,
+sends the assistant's text and reasoning of the step before as `{type: "item_reference", id}`
+(@ai-sdk/openai 3.0, convertToOpenAIResponsesInput). A gateway that kept nothing refused every such step
+on conversion. The items it produced for a request that did not say `store: false` are kept here, per
+process, bounded in bytes and age; a reference to anything else (another worker's or an older item, one
+from before a restart) is still the 400 that says the gateway keeps no responses.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any, Callable, Iterable, Mapping
+
+import orjson
+
+MAX_BYTES = 16 * 1024 * 1024
+MAX_AGE_SECONDS = 3600.0
+
+
+class ItemMemory:
+    def __init__(self, max_bytes: int = MAX_BYTES, max_age_seconds: float = MAX_AGE_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_bytes = max_bytes
+        self.max_age = max_age_seconds
+        self.clock = clock
+        self.size = 0
+        self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()  # oldest first
+
+    def remember(self, items: Iterable[Mapping[str, Any]]) -> None:
+        now = self.clock()
+        for item in items:
+            item_id = item.get("id")
+            if not isinstance(item_id, str):
+                continue
+            data = orjson.dumps(item)
+            if len(data) > self.max_bytes // 8:  # one huge answer must not push out every other
+                continue
+            self._forget(item_id)
+            self._items[item_id] = (now, data)
+            self.size += len(data)
+        while self._items and (self.size > self.max_bytes or now - next(iter(self._items.values()))[0] > self.max_age):
+            self._forget(next(iter(self._items)))
+
+    def recall(self, item_id: str) -> dict[str, Any] | None:
+        kept = self._items.get(item_id)
+        if kept is None or self.clock() - kept[0] > self.max_age:
+            return None
+        return orjson.loads(kept[1])
+
+    def _forget(self, item_id: str) -> None:
+        kept = self._items.pop(item_id, None)
+        if kept is not None:
+            self.size -= len(kept[1])

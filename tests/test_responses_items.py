@@ -1,0 +1,41 @@
+"""The converted answers' items kept for `item_reference`s (protocols/responses/items.py): bounded in bytes
+and in age, so that memory stays flat however many answers a process gives."""
+
+from __future__ import annotations
+
+import orjson
+
+from modelgate.protocols.responses.items import ItemMemory
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def message(item_id: str, text: str) -> dict:
+    return {"type": "message", "id": item_id, "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+
+
+def test_an_item_reads_back_until_it_is_too_old():
+    clock = Clock()
+    memory = ItemMemory(max_bytes=10_000, max_age_seconds=60, clock=clock)
+    memory.remember([message("msg_1", "hello"), {"type": "reasoning", "summary": []}])  # no id: nothing to keep
+    assert memory.recall("msg_1") == message("msg_1", "hello")
+    clock.now += 61
+    assert memory.recall("msg_1") is None
+    memory.remember([message("msg_2", "later")])  # the old one leaves memory
+    assert memory.size == len(orjson.dumps(message("msg_2", "later")))
+
+
+def test_the_oldest_items_leave_once_the_bytes_are_spent():
+    memory = ItemMemory(max_bytes=2_000, max_age_seconds=3600, clock=Clock())
+    for i in range(100):
+        memory.remember([message(f"msg_{i}", "x" * 100)])
+    assert memory.size <= 2_000
+    assert memory.recall("msg_99") is not None and memory.recall("msg_0") is None
+    memory.remember([message("huge", "x" * 1_000)])  # over an eighth of the bound: not kept
+    assert memory.recall("huge") is None and memory.recall("msg_99") is not None
