@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import orjson
 
-from modelgate.protocols.responses.items import ItemMemory
+from modelgate.protocols.responses.items import ENTRY_BYTES, ItemMemory
 
 
 class Clock:
@@ -28,14 +28,14 @@ def test_an_item_reads_back_until_it_is_too_old():
     clock.now += 61
     assert memory.recall("msg_1") is None
     memory.remember([message("msg_2", "later")])  # the old one leaves memory
-    assert memory.size == len(orjson.dumps(message("msg_2", "later")))
+    assert memory.size == len(orjson.dumps(message("msg_2", "later"))) + ENTRY_BYTES
 
 
 def test_the_oldest_items_leave_once_the_bytes_are_spent():
-    memory = ItemMemory(max_bytes=2_000, max_age_seconds=3600, clock=Clock())
+    memory = ItemMemory(max_bytes=8_000, max_age_seconds=3600, clock=Clock())
     for i in range(100):
         memory.remember([message(f"msg_{i}", "x" * 100)])
-    assert memory.size <= 2_000
+    assert memory.size <= 8_000  # each item counted with what keeping it costs beside its bytes
     assert memory.recall("msg_99") is not None and memory.recall("msg_0") is None
-    memory.remember([message("huge", "x" * 1_000)])  # over an eighth of the bound: not kept
+    memory.remember([message("huge", "x" * 1_200)])  # over an eighth of the bound: not kept
     assert memory.recall("huge") is None and memory.recall("msg_99") is not None

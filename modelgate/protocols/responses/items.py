@@ -18,6 +18,7 @@ import orjson
 
 MAX_BYTES = 16 * 1024 * 1024
 MAX_AGE_SECONDS = 3600.0
+ENTRY_BYTES = 300  # what keeping one item costs beside its JSON (its id, the map's entry, the objects)
 
 
 class ItemMemory:
@@ -35,12 +36,13 @@ class ItemMemory:
             item_id = item.get("id")
             if not isinstance(item_id, str):
                 continue
-            data = orjson.dumps(item)
+            # A copy of orjson's output: its bytes object keeps the 4 KB buffer it was written in.
+            data = memoryview(orjson.dumps(item)).tobytes()
             if len(data) > self.max_bytes // 8:  # one huge answer must not push out every other
                 continue
             self._forget(item_id)
             self._items[item_id] = (now, data)
-            self.size += len(data)
+            self.size += len(data) + ENTRY_BYTES
         while self._items and (self.size > self.max_bytes or now - next(iter(self._items.values()))[0] > self.max_age):
             self._forget(next(iter(self._items)))
 
@@ -53,4 +55,4 @@ class ItemMemory:
     def _forget(self, item_id: str) -> None:
         kept = self._items.pop(item_id, None)
         if kept is not None:
-            self.size -= len(kept[1])
+            self.size -= len(kept[1]) + ENTRY_BYTES
