@@ -31,6 +31,7 @@ DEFAULT_MODEL = "claude-opus-5-5"
 RUN_LIMIT_S = 240
 PROMPT = "Write hello.txt saying hello from the gateway, then count its bytes into count.txt."
 CONTENT = "hello from the gateway\n"
+NOTES = "written beside it\n"
 
 pytestmark = pytest.mark.skipif(
     not os.access(CLI, os.X_OK),
@@ -38,12 +39,14 @@ pytestmark = pytest.mark.skipif(
 
 
 def _agent_turn(tools: set[str], results: int, workdir: Path) -> tuple[str | None, list[tuple[str, dict]]]:
-    """The script: write the file, run a command, finish. Side requests (titles, summaries) get text."""
+    """The script: write two files in parallel (two calls in one answer, as agents do), run a command, finish.
+    Side requests (titles, summaries) get text."""
     if not {"Write", "Bash"} <= tools:
         return "ok", []
     if results == 0:
-        return "I will write the file.", [("Write", {"file_path": str(workdir / "hello.txt"), "content": CONTENT})]
-    if results == 1:
+        return "I will write the files.", [("Write", {"file_path": str(workdir / "hello.txt"), "content": CONTENT}),
+                                          ("Write", {"file_path": str(workdir / "notes.txt"), "content": NOTES})]
+    if results == 2:
         return "Now I count its bytes.", [("Bash", {"command": "wc -c < hello.txt > count.txt",
                                                     "description": "Count the bytes of the file"})]
     return "Task complete: hello.txt written and counted.", []
@@ -152,7 +155,7 @@ def assert_task_done(events: list[dict], workdir: Path) -> None:
     result = events[-1]
     assert result["type"] == "result" and result["subtype"] == "success" and not result["is_error"], result
     assert result["result"] == "Task complete: hello.txt written and counted."
-    assert (workdir / "hello.txt").read_text() == CONTENT
+    assert (workdir / "hello.txt").read_text() == CONTENT and (workdir / "notes.txt").read_text() == NOTES
     assert (workdir / "count.txt").read_text().strip() == str(len(CONTENT))
 
 
@@ -175,7 +178,7 @@ async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
         assert_task_done(events, workdir)
         agent_calls = [r for r in upstream.requests if r.path == "/v1/messages"
                        and {"Write", "Bash"} <= {t.get("name") for t in r.json().get("tools") or []}]
-        assert len(agent_calls) >= 3  # write, run, finish
+        assert len(agent_calls) >= 3  # write both, run, finish
         for call in agent_calls:
             assert "claude-code-20250219" in call.headers["anthropic-beta"]
             assert call.json()["model"] == DEFAULT_MODEL and wired.key not in call.body.decode()
@@ -194,7 +197,7 @@ async def test_claude_code_on_a_chat_completions_channel(gateway, dirs):
         tools = [c for c in calls if "Write" in {t["function"]["name"] for t in c.get("tools") or []}]
         assert len(tools) >= 3
         last = tools[-1]["messages"]
-        assert [m["role"] for m in last if m["role"] == "tool"] == ["tool", "tool"]
+        assert [m["role"] for m in last if m["role"] == "tool"] == ["tool", "tool", "tool"]
         assert any(m.get("tool_calls") for m in last if m["role"] == "assistant")
     finally:
         await upstream.close()
