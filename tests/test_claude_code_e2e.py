@@ -186,9 +186,13 @@ async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
         await upstream.close()
 
 
-async def test_claude_code_on_a_chat_completions_channel(gateway, dirs):
+# With reasoning: the `reasoning_content` of DeepSeek, Qwen, vLLM and SGLang reaches the CLI as thinking, which
+# it sends back on every later turn.
+@pytest.mark.parametrize("reasoning", [None, "The user wants two files written, then a count."])
+async def test_claude_code_on_a_chat_completions_channel(gateway, dirs, reasoning):
     workdir, home = dirs
     upstream = await ScriptedOpenAI(workdir).start()
+    upstream.reasoning = reasoning
     try:
         wired = await gateway.wire(upstream.base_url, [{"model_id": "team-coder", "upstream_model": "gpt-test"}])
         events = await run_claude(gateway.url, wired.key, workdir, home, model="team-coder")

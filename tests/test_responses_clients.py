@@ -154,8 +154,9 @@ async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: s
         wired = await gateway.wire(gemini_upstream.base_url, ["gemini-3.8-flash"], kind="gemini",
                                    upstream_keys=(gemini_upstream.api_key,), name="gemini")
         return wired, "gemini-3.8-flash", gemini_upstream
-    if route == "chat":
+    if route == "chat":  # a reasoning model of the chat-completions vendors (DeepSeek, Qwen)
         openai_upstream.script = script_chat(tool, arguments, final)
+        openai_upstream.reasoning = "The user asks for something a tool can do."
         return await gateway.wire(openai_upstream.base_url, ["gpt-test"]), "gpt-test", openai_upstream
     anthropic_upstream.script = script_messages(tool, arguments, final)
     wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",

@@ -126,6 +126,9 @@ class FakeOpenAI(FakeUpstream):
         self.stored_responses: set[str] = set()  # ids of responses created with store (the default)
         # Decides chat answers instead of the echo rules: body -> (content, tool calls, finish reason).
         self.script: Callable[[dict[str, Any]], tuple[str | None, list[dict[str, Any]], str]] | None = None
+        # Reasoning put before each answer as `reasoning_content`, as DeepSeek, Qwen, vLLM and SGLang send it
+        # (tests/captures/deepseek_stream_reasoning_tool_call.jsonl); None: none.
+        self.reasoning: str | None = None
         # OpenAI answers an alias with the dated snapshot it resolved to ("gpt-4o" -> "gpt-4o-2024-08-06").
         self.snapshots: dict[str, str] = {"gpt-test": "gpt-test-2025-08-07"}
         # Reasoning models refuse `max_tokens` (https://platform.openai.com/docs/guides/reasoning).
@@ -238,6 +241,8 @@ class FakeOpenAI(FakeUpstream):
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         content, calls, finish = self._answer(body)
         message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
+        if self.reasoning:
+            message["reasoning_content"] = self.reasoning
         if calls:
             message["tool_calls"] = calls
         return {
@@ -264,6 +269,9 @@ class FakeOpenAI(FakeUpstream):
             return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
         frames = [frame({"role": "assistant", "content": "", "refusal": None})]
+        if self.reasoning:
+            frames += [frame({"reasoning_content": (" " if i else "") + p})
+                       for i, p in enumerate(self.reasoning.split(" "))]
         if content:
             pieces = content.split(" ")
             frames += [frame({"content": (" " if i else "") + p}) for i, p in enumerate(pieces)]
