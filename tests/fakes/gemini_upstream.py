@@ -12,6 +12,7 @@
   that ends with the model, more than 5 stop sequences, 65,536 output tokens or more, an empty enum value.
 - Gemini 3 models sign the first function call of each answer (`thoughtSignature`) and refuse a current
   turn whose steps do not carry theirs back (or one of Google's sentinels), as the service does.
+- With `includeThoughts`, an answer opens with a thought summary part (`thought: true`).
 """
 
 from __future__ import annotations
@@ -238,6 +239,8 @@ class FakeGemini(FakeUpstream):
         parts = self._answer(body)
         if model.startswith("gemini-3"):
             self._sign(parts)
+        if ((body.get("generationConfig") or {}).get("thinkingConfig") or {}).get("includeThoughts"):
+            parts.insert(0, {"text": "Thinking it over.", "thought": True})  # a summary of its thoughts
         prompt_tokens = len(orjson.dumps(body["contents"])) // 4
         out_tokens = sum(len(orjson.dumps(p)) // 4 for p in parts)
         usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": out_tokens,
@@ -254,7 +257,7 @@ class FakeGemini(FakeUpstream):
         for part in parts:
             if "text" in part:
                 words = part["text"].split(" ")
-                pieces.extend({"text": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words))
+                pieces.extend({**part, "text": w + (" " if i < len(words) - 1 else "")} for i, w in enumerate(words))
             else:
                 pieces.append(part)
         frames = []
