@@ -96,7 +96,7 @@ class ScriptedGemini(FakeGemini):
     def offered(self) -> list[set[str]]:
         """The tool names of each request this fake answered."""
         return [{d["name"] for t in r.json().get("tools") or [] for d in t["functionDeclarations"]}
-                for r in self.requests if "generateContent" in r.path or "GenerateContent" in r.path]
+                for r in self.requests if r.path.rsplit(":", 1)[-1] in ("generateContent", "streamGenerateContent")]
 
     def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         names = {d.get("name") for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []}

@@ -24,7 +24,7 @@ from modelgate.gateway.inference import MAX_BODY_BYTES, parse_json, served_route
 from modelgate.protocols.base import CountingCodec
 from modelgate.providers.base import Endpoint, prepare, refusal
 from modelgate.providers.registry import get_kind
-from modelgate.providers.tool_rules import FUNCTION_NAME, fit_tool_names
+from modelgate.providers.tool_rules import fit_tool_names
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import Route
 from modelgate.tracing import new_trace_id
@@ -109,7 +109,7 @@ class TokenCounter:
         if adapter.wire == codec.native_wire:
             req = adapter.native_count_request(body, route.upstream_model, endpoint, client_headers)
         else:
-            ir, _ = fit_tool_names(codec.to_ir(body).with_system_hoisted(), getattr(adapter, "tool_names", FUNCTION_NAME))
+            ir, _ = fit_tool_names(codec.to_ir(body).with_system_hoisted(), adapter)
             req = adapter.count_request(ir, route.upstream_model, endpoint)
         remaining = self.inference.rt.executor.remaining(ctx)
         if remaining <= 0:

@@ -62,7 +62,7 @@ from modelgate.providers.base import (
 )
 from modelgate.providers.registry import get_kind
 from modelgate.providers.output_caps import stated_cap
-from modelgate.providers.tool_rules import FUNCTION_NAME, fit_tool_names, own_names
+from modelgate.providers.tool_rules import fit_tool_names, own_names
 from modelgate.routing.events import Clock
 from modelgate.routing.executor import CallContext
 from modelgate.routing.snapshot import AppEntry, KeyEntry, Route, Snapshot
@@ -398,7 +398,7 @@ class _Call:
                 ir = ir.with_system_hoisted()
             if "reasoning" in route.capabilities:
                 ir = dataclasses.replace(ir, reasoning_model=True)
-            ir, self.tool_names = fit_tool_names(ir, getattr(adapter, "tool_names", FUNCTION_NAME))
+            ir, self.tool_names = fit_tool_names(ir, adapter)
             self.max_tokens = ir.max_tokens
             cap = self.h.rt.output_caps.get(endpoint.provider_id, route.upstream_model)
             if cap is not None and ir.max_tokens is not None and ir.max_tokens > cap:

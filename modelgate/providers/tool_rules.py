@@ -96,9 +96,11 @@ GEMINI_NAME = NameRule(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
 PUBLISHERS_NAME = NameRule(r"[A-Za-z_][A-Za-z0-9_-]{0,63}")  # Gemini's and OpenAI's at once
 
 
-def fit_tool_names(req: ChatRequest, rule: NameRule) -> tuple[ChatRequest, dict[str, str]]:
-    """`req` with every tool name outside `rule` replaced by its stand-in (the tools, the named tool
-    choice, the history's calls: vendors check all three), and the stand-ins' own names."""
+def fit_tool_names(req: ChatRequest, adapter: object) -> tuple[ChatRequest, dict[str, str]]:
+    """`req` with every tool name outside the adapter's rule (its `tool_names`, else FUNCTION_NAME) replaced
+    by its stand-in (the tools, the named tool choice, the history's calls: vendors check all three), and
+    the stand-ins' own names."""
+    rule: NameRule = getattr(adapter, "tool_names", FUNCTION_NAME)
     names = [t.name for t in req.tools] + [p.name for m in req.messages if m.role == "assistant"
                                            for p in m.parts if type(p) is ToolCall]
     choice = req.tool_choice
