@@ -39,3 +39,18 @@ def test_the_oldest_items_leave_once_the_bytes_are_spent():
     assert memory.recall("msg_99") is not None and memory.recall("msg_0") is None
     memory.remember([message("huge", "x" * 1_200)])  # over an eighth of the bound: not kept
     assert memory.recall("huge") is None and memory.recall("msg_99") is not None
+
+
+def test_an_item_another_process_kept_reads_back_for_what_is_left_of_its_hour():
+    clock = Clock()
+    memory = ItemMemory(max_bytes=10_000, max_age_seconds=60, clock=clock)
+    written: list[list[tuple[str, bytes]]] = []
+    memory.on_kept = written.append
+    memory.remember([message("msg_1", "hello")])
+    assert written == [[("msg_1", orjson.dumps(message("msg_1", "hello")))]]  # what shared/items.py writes
+    memory.keep("msg_2", orjson.dumps(message("msg_2", "there")), age=50)
+    memory.keep("msg_3", orjson.dumps(message("msg_3", "gone")), age=61)  # older than the hour: not kept
+    assert memory.holds("msg_2") and memory.recall("msg_2") == message("msg_2", "there")
+    assert not memory.holds("msg_3") and written == written[:1], "an item read back is not written again"
+    clock.now += 11
+    assert not memory.holds("msg_2") and memory.holds("msg_1")

@@ -390,3 +390,91 @@ async def test_a_large_bucket_is_taken_in_small_leases_and_still_not_exceeded(pr
     assert admitted <= 1000 + 100 * elapsed, "never more than the bucket held"
     assert admitted >= 1000 - 2 * 10, "at most one unused lease per worker"
     assert round_trips <= 1000 / 10 + 200 + 10, f"{round_trips} round trips"
+
+
+# The AI SDK's `openai(model)` refers to the items of the step before (tests/test_responses_e2e.py). Its next
+# step may reach another worker or instance: its connection was closed while the agent ran a tool.
+@pytest.mark.parametrize("stream", [False, True])
+async def test_an_item_reference_reads_back_on_the_other_instance(tmp_path, prefix, openai_upstream, stream):
+    from openai import AsyncOpenAI
+
+    first, second = await start_pair(shared_settings(tmp_path, prefix))
+    try:
+        wired = await first.wire(openai_upstream.base_url, ["gpt-test"])  # openai-compatible: converted
+        await second.runtime.refresh()
+        openai_upstream.script = lambda body: ("Let me look that up.", [{
+            "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "hi"}'}}],
+            "tool_calls") if len(body["messages"]) == 1 else ("It means hello.", [], "stop")
+        lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+        ask = {"role": "user", "content": "what does hi mean?"}
+        one, other = (AsyncOpenAI(base_url=f"{instance.url}/v1", api_key=wired.key, max_retries=0)
+                      for instance in (first, second))
+        if stream:
+            async with one.responses.stream(model="gpt-test", input=[ask], tools=[lookup]) as events:
+                answer = await events.get_final_response()
+        else:
+            answer = await one.responses.create(model="gpt-test", input=[ask], tools=[lookup])
+        said, call = answer.output
+        step = [ask, {"type": "item_reference", "id": said.id}, call.model_dump(exclude_none=True),
+                {"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}]
+        counted = await other.responses.input_tokens.count(model="gpt-test", input=step, tools=[lookup])
+        assert counted.input_tokens > 0
+        assert (await other.responses.create(model="gpt-test", input=step, tools=[lookup])).output_text == \
+            "It means hello."
+        assert openai_upstream.last.json()["messages"][1]["content"] == "Let me look that up."
+    finally:
+        await second.stop()
+        await first.stop()
+
+
+async def test_items_in_redis_are_read_as_written_within_their_hour_and_nothing_else(prefix):
+    import orjson
+    import redis.asyncio as aioredis
+
+    from modelgate.config import Settings
+    from modelgate.protocols.responses.items import ItemMemory
+    from modelgate.shared.items import SharedItems
+    from modelgate.shared.redis_link import RedisLink
+
+    settings = Settings(redis_url=REDIS_URL, redis_prefix=prefix, redis_timeout_seconds=2.0)
+    links = [RedisLink(settings), RedisLink(settings)]  # two processes
+    memories = [ItemMemory(), ItemMemory()]
+    shared = [SharedItems(memory, link) for memory, link in zip(memories, links)]
+    raw = aioredis.from_url(REDIS_URL)
+    said = {"type": "message", "id": "msg_a", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}
+    try:
+        memories[0].remember([said])
+        await shared[0].close()  # the write has landed
+        ttl = await raw.pttl(f"{prefix}item:msg_a")
+        assert 3_590_000 < ttl <= 3_600_000, "kept in Redis for the memory's hour"
+        await raw.set(f"{prefix}item:msg_b", b"not an item", px=60_000)
+        await raw.set(f"{prefix}item:msg_c", orjson.dumps({"type": "message", "id": "msg_c"}), px=1_000)
+        assert memories[1].fetch is not None
+        await memories[1].fetch(["msg_a", "msg_b", "msg_c", "msg_nobody"])
+        assert memories[1].recall("msg_a") == said
+        assert not memories[1].holds("msg_b") and not memories[1].holds("msg_nobody")
+        assert memories[1].holds("msg_c")  # for the second left of its hour, not an hour more
+        assert memories[1].max_age - 1.5 < memories[1].clock() - memories[1]._items["msg_c"][0]
+    finally:
+        await raw.aclose()
+        for link in links:
+            await link.close()
+
+
+async def test_with_redis_away_a_reference_is_refused_at_once_as_one_nobody_holds(tmp_path, prefix, openai_upstream):
+    proxy = await TcpProxy(REDIS_HOST, REDIS_PORT).start()
+    gateway = await GatewayHarness(shared_settings(tmp_path, prefix, redis_url=proxy.url(),
+                                                   redis_timeout_seconds=0.3)).start()
+    try:
+        wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
+        proxy.cut("hang")
+        async with httpx.AsyncClient(timeout=30) as http:
+            for _ in range(2):  # the first finds Redis gone; the second does not ask it
+                resp = await http.post(f"{gateway.url}/v1/responses", headers={"authorization": f"Bearer {wired.key}"},
+                                       json={"model": "gpt-test", "input": [{"type": "item_reference", "id": "msg_x"}]})
+                assert resp.status_code == 400, resp.text
+                assert "does not hold" in resp.json()["error"]["message"]
+        assert not gateway.runtime.link.up
+    finally:
+        await gateway.stop()
+        await proxy.close()

@@ -21,7 +21,6 @@ from modelgate.logs import configure_logging
 from modelgate.protocols.chat import ChatCodec
 from modelgate.protocols.messages import MessagesCodec
 from modelgate.protocols.responses import ResponsesCodec, ResponsesCompactCodec
-from modelgate.protocols.responses.items import ItemMemory
 from modelgate.safetext import shown
 from modelgate.tracing import new_trace_id
 
@@ -51,7 +50,7 @@ class GatewayApp:
         self.counter = TokenCounter(self.inference)
         self.chat = ChatCodec()
         self.messages = MessagesCodec()
-        self.responses = ResponsesCodec(ItemMemory())
+        self.responses = ResponsesCodec(self.runtime.items)
         self.compact = ResponsesCompactCodec()
         self.management: Any = None  # the management API and console, built on first use
 

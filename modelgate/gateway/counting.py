@@ -70,6 +70,8 @@ class TokenCounter:
             body = parse_json(await read_body(receive, MAX_BODY_BYTES))
             model = codec.validate_count(body, headers)
             routes = served_routes(rt.snapshot, app, model)
+            if (pending := codec.prefetch(body)) is not None:
+                await pending
             limit = min(app.timeout_seconds, rt.settings.gateway.count_timeout_seconds)
             ctx = CallContext(trace_id, key, app, model, False, rt.executor.deadline(limit), advisory=True)
             count, source = await self._count(ctx, routes, body, codec, codec.upstream_headers(headers))

@@ -204,7 +204,9 @@ class InferenceHandler:
                                                typed=not self._decodes_whole.get(usual, False))
             record.model, record.stream = model, stream
             routes = served_routes(self.rt.snapshot, app, model)
-            self._decodes_whole[usual] = not _passes_through(codec, routes[0])
+            converts = self._decodes_whole[usual] = not _passes_through(codec, routes[0])
+            if converts and (pending := codec.prefetch(body)) is not None:
+                await pending
             if self.rt.in_flight >= self.rt.max_in_flight:
                 raise errors.gateway_full(self.rt.in_flight)
             self.rt.in_flight += 1

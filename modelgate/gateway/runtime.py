@@ -24,6 +24,7 @@ from modelgate.errors import ErrorType, UpstreamError
 from modelgate.gateway import metrics
 from modelgate.gateway.upstream_checks import UpstreamChecks
 from modelgate.protocols import sse
+from modelgate.protocols.responses.items import ItemMemory
 from modelgate.providers.base import UpstreamRequest
 from modelgate.providers.mock import MOCK_UPSTREAM
 from modelgate.providers.output_caps import LearnedCaps
@@ -38,6 +39,7 @@ from modelgate.shared.breakers import SharedBreakers
 from modelgate.shared.change_marker import marker_mtime, marker_path, touch_change_marker
 from modelgate.shared.config_version import ConfigVersion
 from modelgate.shared.cooldowns import SharedCooldowns
+from modelgate.shared.items import SharedItems
 from modelgate.shared.lifecycle_counts import SharedNotFoundCounts
 from modelgate.shared.redis_link import RedisLink, redis_client
 from modelgate.shared.schedule import Schedule
@@ -147,6 +149,8 @@ class Runtime:
         self.connect_limit = aiohttp.ClientTimeout(total=None, sock_connect=upstream.connect_timeout_seconds)
         self.in_flight = 0  # calls of this worker between admission and their end
         self.output_caps = LearnedCaps()  # output-token caps the upstreams' refusals named
+        self.items = ItemMemory()  # converted Responses answers' items, for later `item_reference`s
+        self.shared_items: SharedItems | None = None
         self.max_in_flight = upstream.max_in_flight
         self._refresh_wanted = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
@@ -189,6 +193,7 @@ class Runtime:
             self.shared_cooldowns = SharedCooldowns(self.executor.failover, self.link, self.shared_breakers.channel)
             if self.executor.lifecycle is not None:
                 self.executor.lifecycle.shared = SharedNotFoundCounts(self.link, settings.gateway.lifecycle)
+            self.shared_items = SharedItems(self.items, self.link)
         metrics.bind(self)
         if settings.telemetry.otlp_endpoint:
             from modelgate.gateway import otel  # the SDK is imported only when tracing is on
@@ -237,6 +242,8 @@ class Runtime:
         await self.schedule.close()
         if self.shared_breakers is not None:
             await self.shared_breakers.close()
+        if self.shared_items is not None:
+            await self.shared_items.close()
         await self.writer.stop()
         await MOCK_UPSTREAM.stop()
         if self.tracer is not None:

@@ -10,7 +10,7 @@ only reads usage from the upstream answer (`native_usage`, `native_stream_tap`).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, TypeGuard
+from typing import Any, Awaitable, Mapping, Protocol, TypeGuard
 
 from modelgate.errors import ClientProtocol, invalid_request
 from modelgate.protocols.ir import ChatRequest, ChatResponse, StreamEvent, Usage
@@ -86,6 +86,11 @@ class ClientCodec(Protocol):
 
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         """The client's protocol headers an upstream of the same wire must see unchanged (pass-through)."""
+        ...
+
+    def prefetch(self, body: Any) -> Awaitable[None] | None:
+        """What must be read before `to_ir` can decode a validated body that will be converted (the
+        Responses items other processes kept); None when there is nothing to read, as for most bodies."""
         ...
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:

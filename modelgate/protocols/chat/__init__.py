@@ -53,6 +53,9 @@ class ChatCodec:
     def read_typed(self, raw: bytes, headers: Mapping[bytes, bytes]) -> tuple[Any, str, bool] | None:
         return view.read(raw)
 
+    def prefetch(self, body: Any) -> None:
+        return None  # a body holds all it says
+
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
 

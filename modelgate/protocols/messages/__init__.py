@@ -72,6 +72,9 @@ class MessagesCodec:
     def upstream_headers(self, headers: Mapping[bytes, bytes]) -> dict[str, str]:
         return vendor_headers(headers)
 
+    def prefetch(self, body: Any) -> None:
+        return None  # a body holds all it says
+
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
 

@@ -9,7 +9,7 @@ protocol's. See docs/conversion.md for the mapping.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Awaitable, Mapping
 
 import orjson
 
@@ -59,6 +59,13 @@ class ResponsesCodec:
 
     def upstream_headers(self, headers: Headers) -> dict[str, str]:
         return {}  # nothing of a Responses client's headers is the upstream's business
+
+    def prefetch(self, body: Any) -> Awaitable[None] | None:
+        items = self.items
+        if items is None or items.fetch is None:
+            return None
+        missing = [item_id for item_id in decode.references(body) if not items.holds(item_id)]
+        return items.fetch(missing) if missing else None
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return decode.to_ir(body, self.items.recall if self.items is not None else None)

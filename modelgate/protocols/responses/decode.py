@@ -10,7 +10,7 @@ docs/conversion.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import orjson
 
@@ -139,6 +139,16 @@ def _response_format(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"type": "json_schema", "json_schema": schema}
 
 
+def references(body: Mapping[str, Any]) -> list[str]:
+    """The ids of a validated body's `item_reference`s (none in a typed view's partial body: it takes no
+    such item)."""
+    items = body.get("input")
+    if not isinstance(items, list):
+        return []
+    return [item["id"] for item in items
+            if item.get("type") == "item_reference" and isinstance(item.get("id"), str)]
+
+
 def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] | None = None) -> ChatRequest:
     """`recall`: an item this gateway produced earlier, by id (items.ItemMemory), for `item_reference`s."""
     for name in STATEFUL_FIELDS:
@@ -166,7 +176,7 @@ def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] |
             kept = recall(item["id"]) if recall is not None and isinstance(item.get("id"), str) else None
             if kept is None:
                 raise _stateless(f"'{where}' is a reference to a stored item this gateway does not hold (it keeps "
-                                 "the items of its own converted answers for an hour, in the process that gave them)")
+                                 "the items of its own converted answers for an hour; shared through Redis when one is configured)")
             item, kind = kept, kept["type"]
         if kind == "message":
             role = item["role"]
