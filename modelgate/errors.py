@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 from datetime import datetime, timezone
+from typing import Any
 
 import orjson
 
@@ -39,12 +40,16 @@ class UpstreamError(Exception):
         message: str,
         status: int | None = None,
         retry_after: float | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.error_type = error_type
         self.message = message
         self.status = status
         self.retry_after = retry_after
+        # The vendor's machine-readable cause (the messages wire's `error.details`, with its `error_code`):
+        # SDKs branch on it, e.g. to send a conversation again without a message thread.
+        self.details = details
 
     def __repr__(self) -> str:
         return f"UpstreamError({self.error_type.value}, {self.status}, {self.message!r})"
@@ -72,6 +77,7 @@ class GatewayError(Exception):
         message: str,
         shape: Shape = Shape.ENVELOPE,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -79,6 +85,7 @@ class GatewayError(Exception):
         self.message = message
         self.shape = shape
         self.headers = headers or {}
+        self.details = details  # a 7.2 body's machine-readable cause, where the client protocol has one
 
 
 def unauthorized(message: str = "Invalid or missing API key") -> GatewayError:
@@ -100,9 +107,9 @@ def gateway_full(in_flight: int) -> GatewayError:
     return rate_limited(f"The gateway is at capacity ({in_flight} calls in flight); retry shortly", 1.0)
 
 
-def invalid_request(message: str) -> GatewayError:
+def invalid_request(message: str, details: dict[str, Any] | None = None) -> GatewayError:
     """Protocol validation failure (7.2); the body shape follows the client protocol."""
-    return GatewayError(400, "invalid_request", message, Shape.VALIDATION)
+    return GatewayError(400, "invalid_request", message, Shape.VALIDATION, details=details)
 
 
 def not_found(message: str = "Not found") -> GatewayError:
@@ -137,7 +144,7 @@ def from_upstream(err: UpstreamError) -> GatewayError:
         return rate_limited(f"Upstream rate limit: {err.message}", err.retry_after)
     if err.error_type is ErrorType.INVALID_REQUEST:
         # The body can never succeed: the caller's 400, in its own protocol's 7.2 shape.
-        return GatewayError(400, err.error_type.value, err.message, Shape.VALIDATION)
+        return GatewayError(400, err.error_type.value, err.message, Shape.VALIDATION, details=err.details)
     return GatewayError(502, err.error_type.value, err.message)
 
 
@@ -160,7 +167,10 @@ def utc_timestamp() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def error_body(err: GatewayError, trace_id: str, validation_body: Callable[[str], bytes] | None = None) -> bytes:
+ValidationBody = Callable[[str, dict[str, Any] | None], bytes]  # a codec's validation_body
+
+
+def error_body(err: GatewayError, trace_id: str, validation_body: ValidationBody | None = None) -> bytes:
     """The body of `err` in its shape; `validation_body` is the client protocol's 7.2 shape (its
     codec's `validation_body`), absent on the management API, whose 400s use the envelope."""
     if err.shape is Shape.SHORT:
@@ -169,7 +179,7 @@ def error_body(err: GatewayError, trace_id: str, validation_body: Callable[[str]
         return orjson.dumps({"code": err.code, "message": err.message})
     if err.shape is Shape.VALIDATION:
         if validation_body is not None:
-            return validation_body(err.message)
+            return validation_body(err.message, err.details)
         return envelope_error(GatewayError(400, "VALIDATION_ERROR", err.message), trace_id)
     return envelope_error(err, trace_id)
 

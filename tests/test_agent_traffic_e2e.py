@@ -127,11 +127,10 @@ async def test_beta_only_fields_are_dropped_on_conversion(gateway, openai_upstre
     await sdk(gateway, wired.key).messages.create(
         model="claude-sonnet-4-6", max_tokens=50, messages=[{"role": "user", "content": "hi"}],
         extra_headers={"anthropic-beta": CLAUDE_CODE_BETAS},
-        extra_body={"context_management": {"edits": []}, "output_config": {"effort": "high"},
-                    "thread": {"id": "t1"}},
-    )
+        extra_body={"context_management": {"edits": []}, "output_config": {"effort": "high"}},
+    )  # `thread` is refused instead: tests/test_message_threads.py
     sent = openai_upstream.last
-    assert not {"context_management", "output_config", "thread"} & set(sent.json())
+    assert not {"context_management", "output_config"} & set(sent.json())
     assert "anthropic-beta" not in sent.headers and "anthropic-version" not in sent.headers
 
 

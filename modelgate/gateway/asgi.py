@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from modelgate.errors import GatewayError, error_body, invalid_request
+from modelgate.errors import GatewayError, ValidationBody, error_body, invalid_request
 
 # The ASGI types, as Starlette spells them: its apps and ours wrap each other.
 Scope = MutableMapping[str, Any]
@@ -69,7 +69,7 @@ async def send_bytes(
 
 
 async def send_error(send: Send, err: GatewayError, trace_id: str,
-                     validation_body: Callable[[str], bytes] | None = None) -> None:
+                     validation_body: ValidationBody | None = None) -> None:
     """`err` in its spec shape; `validation_body` gives a client protocol's 7.2 shape."""
     extra = [(name.encode(), value.encode()) for name, value in err.headers.items()]
     await send_bytes(send, err.status, error_body(err, trace_id, validation_body), trace_id, extra=extra)

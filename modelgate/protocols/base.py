@@ -66,8 +66,9 @@ class ClientCodec(Protocol):
         """Protocol headers the request must carry; raises errors.invalid_request."""
         ...
 
-    def validation_body(self, message: str) -> bytes:
-        """The protocol's 7.2 error body for a request that failed validation."""
+    def validation_body(self, message: str, details: dict[str, Any] | None = None) -> bytes:
+        """The protocol's 7.2 error body for a request that failed validation (or that the upstream refused),
+        with the machine-readable `details` where the protocol carries them."""
         ...
 
     def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:

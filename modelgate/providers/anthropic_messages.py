@@ -301,35 +301,45 @@ def parse_message(data: dict[str, Any]) -> ChatResponse:
 
 
 def classify(status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
-    vendor_type, message = _error_fields(body)
-    return classify_fields(status, vendor_type, message or f"Anthropic returned HTTP {status}", headers)
+    vendor_type, message, details = _error_fields(body)
+    return classify_fields(status, vendor_type, message or f"Anthropic returned HTTP {status}", headers, details)
 
 
-def classify_fields(status: int, vendor_type: str | None, message: str, headers: Mapping[str, str]) -> UpstreamError:
+def classify_fields(status: int, vendor_type: str | None, message: str, headers: Mapping[str, str],
+                    details: dict[str, Any] | None = None) -> UpstreamError:
     kind = _ERROR_TYPES.get(vendor_type or "")
     lowered = message.lower()
     if vendor_type == "not_found_error":
-        kind = ErrorType.MODEL_NOT_FOUND if "model" in lowered else ErrorType.UPSTREAM_ERROR
+        if details is not None:
+            # Something the request names is not there (a message thread's `thread_not_found`, a file): the
+            # caller's to act on, as the SDK does (it sends the conversation again), never a missing model.
+            kind = ErrorType.INVALID_REQUEST
+        else:
+            kind = ErrorType.MODEL_NOT_FOUND if "model" in lowered else ErrorType.UPSTREAM_ERROR
     elif kind is ErrorType.INVALID_REQUEST and any(h in lowered for h in _QUOTA_HINTS):
         # The vendor reports an exhausted prepaid balance as a 400 invalid request.
         kind = ErrorType.QUOTA_EXCEEDED
     if kind is None:
         return classify_by_status(status, message, headers)
-    return UpstreamError(kind, message, status, retry_after_seconds(headers))
+    return UpstreamError(kind, message, status, retry_after_seconds(headers), details)
 
 
-def _error_fields(body: bytes) -> tuple[str | None, str]:
+def _error_fields(body: bytes) -> tuple[str | None, str, dict[str, Any] | None]:
+    """The error's type, message and `details` (the vendor's machine-readable cause: an object that names
+    its `error_code`)."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return None, body[:300].decode("utf-8", "replace").strip()
+        return None, body[:300].decode("utf-8", "replace").strip(), None
     error = data.get("error") if isinstance(data, dict) else None
     if not isinstance(error, dict):
-        return None, ""
+        return None, "", None
     vendor_type = error.get("type")
     message = error.get("message")
+    details = error.get("details")
     return (vendor_type if isinstance(vendor_type, str) else None,
-            message if isinstance(message, str) else "")
+            message if isinstance(message, str) else "",
+            details if isinstance(details, dict) and isinstance(details.get("error_code"), str) else None)
 
 
 # --- stream ------------------------------------------------------------------------

@@ -124,6 +124,8 @@ def refusal(adapter: WireAdapter, status: int, body: bytes, headers: Mapping[str
         log.warning("unreadable upstream error body (%s)", type(exc).__name__)
         error = classify_by_status(status, body[:300].decode("utf-8", "replace"), headers)
     error.message = redact(error.message, endpoint.api_key)
+    if error.details is not None and endpoint.api_key:
+        error.details = orjson.loads(redact(orjson.dumps(error.details).decode(), endpoint.api_key))
     return error
 
 

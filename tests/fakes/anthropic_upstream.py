@@ -279,6 +279,11 @@ class FakeAnthropic(FakeUpstream):
         # the conversation's prefix, tools included ("a changed system, tools or earlier message invalidates
         # the block", platform.claude.com, what's new in Opus 5.5)
         self._bound: dict[str, str] = {}
+        # Message threads (beta `message-threads-*`): each reply's id -> the conversation the vendor holds after
+        # it (system, tools, messages). As the SDK's types document them (anthropic 2.13, BetaThreadCreateParams,
+        # BetaThreadContinueParams, ThreadNotFoundError): a `continue` names the previous reply, sends only the
+        # new messages and may not repeat `system` or `tools`; an unknown reply is a 404 `thread_not_found`.
+        self.threads: dict[str, dict[str, Any]] = {}
 
     @property
     def base_url(self) -> str:
@@ -359,7 +364,8 @@ class FakeAnthropic(FakeUpstream):
             return json_response(error_body("invalid_request_error", blank), 400)
         if (bad_id := _bad_tool_id(body["messages"]) or claude_tools_refusal(body)) is not None:
             return json_response(error_body("invalid_request_error", bad_id), 400)
-        if not body.get("tools") and _holds_tool_blocks(body["messages"]):
+        continues = isinstance(body.get("thread"), dict) and body["thread"].get("type") == "continue"
+        if not body.get("tools") and not continues and _holds_tool_blocks(body["messages"]):  # a thread keeps its tools
             # The vendor's rule (BerriAI/litellm's anthropic transformation adds a dummy tool for it).
             return json_response(error_body("invalid_request_error", TOOL_BLOCKS_NEED_TOOLS), 400)
         return self._beta_refusal(request, body) or body
@@ -395,6 +401,18 @@ class FakeAnthropic(FakeUpstream):
             if not stop or stop.isspace():
                 return json_response(error_body("invalid_request_error", "stop_sequences: each stop sequence must be "
                                                 + ("non-empty" if not stop else "contain non-whitespace")), 400)
+        thread = body.get("thread")
+        if isinstance(thread, dict) and thread.get("type") == "continue":
+            held = self.threads.get(thread.get("previous_message_id", ""))
+            if held is None:
+                error = error_body("not_found_error", "No usable Thread state was found for `previous_message_id`.")
+                error["error"]["details"] = {"error_code": "thread_not_found"}
+                return json_response(error, 404)
+            if "system" in body or "tools" in body:
+                return json_response(error_body("invalid_request_error", "thread: `system` and `tools` are kept "
+                                                "from the thread's first request; leave them out"), 400)
+            body = {**body, **{k: v for k, v in held.items() if v is not None},
+                    "messages": held["messages"] + body["messages"]}
         if self._replies:
             reply = self._replies.popleft()
         else:
@@ -402,6 +420,9 @@ class FakeAnthropic(FakeUpstream):
         if reply.delay:
             await asyncio.sleep(reply.delay)
         message, blocks = self._message(body, reply)
+        if isinstance(thread, dict):
+            self.threads[message["id"]] = {"system": body.get("system"), "tools": body.get("tools"), "messages": [
+                *body["messages"], {"role": "assistant", "content": blocks}]}
         if body.get("stream"):
             return await self._stream(request, message, blocks, reply)
         return json_response(message, headers={"request-id": "req_" + uuid.uuid4().hex[:24]})

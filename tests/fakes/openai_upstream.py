@@ -83,6 +83,21 @@ def reasoning_refusal(body: dict[str, Any], rules: ReasoningRules) -> str | None
     return None
 
 
+def _unanswered_tool_message(messages: list[Any]) -> int | None:
+    """The index of the first `tool` message that answers no call of the assistant message before it."""
+    called: set[str] = set()
+    for i, message in enumerate(messages):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role == "assistant":
+            called = {c.get("id") for c in message.get("tool_calls") or [] if isinstance(c, dict)}
+        elif role == "tool":
+            if message.get("tool_call_id") not in called:
+                return i
+        else:
+            called = set()
+    return None
+
+
 def words(text: str) -> int:
     return max(1, len(text.split()))
 
@@ -201,6 +216,10 @@ class FakeOpenAI(FakeUpstream):
                                 "string_above_max_length")
         if (tools_refused := openai_tools_refusal(body)) is not None:
             return openai_error(400, tools_refused[0], "invalid_request_error", tools_refused[1])
+        if (orphan := _unanswered_tool_message(body["messages"])) is not None:
+            # The service's words (miurla/morphic#136, smarter-sh/smarter#264; its `param` is "messages.[N].role").
+            return openai_error(400, "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                                "message with 'tool_calls'.", "invalid_request_error", None)
         rules = REASONING_RULES.get(model)
         if rules is not None and (refusal := reasoning_refusal(body, rules)) is not None:
             return openai_error(400, refusal, "invalid_request_error", "unsupported_value")

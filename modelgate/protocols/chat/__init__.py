@@ -44,8 +44,8 @@ class ChatCodec:
     def check_headers(self, headers: Headers) -> None:
         return None
 
-    def validation_body(self, message: str) -> bytes:
-        return validation_body(message)
+    def validation_body(self, message: str, details: dict[str, Any] | None = None) -> bytes:
+        return validation_body(message)  # the protocol's error has no details
 
     def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         return validate(body)

@@ -54,8 +54,11 @@ class MessagesCodec:
     def check_headers(self, headers: Headers) -> None:
         check_version(headers)
 
-    def validation_body(self, message: str) -> bytes:
-        return orjson.dumps({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+    def validation_body(self, message: str, details: dict[str, Any] | None = None) -> bytes:
+        error: dict[str, Any] = {"type": "invalid_request_error", "message": message}
+        if details:
+            error["details"] = details
+        return orjson.dumps({"type": "error", "error": error})
 
     def validate(self, body: Any, headers: Mapping[bytes, bytes] | None = None) -> tuple[str, bool]:
         return validate(body, betas(headers) if headers else None)

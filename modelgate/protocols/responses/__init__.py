@@ -42,8 +42,8 @@ class ResponsesCodec:
     def check_headers(self, headers: Headers) -> None:
         return None
 
-    def validation_body(self, message: str) -> bytes:
-        return chat.validation_body(message)
+    def validation_body(self, message: str, details: dict[str, Any] | None = None) -> bytes:
+        return chat.validation_body(message)  # the protocol's error has no details
 
     def validate(self, body: Any, headers: Headers | None = None) -> tuple[str, bool]:
         return validate(body)
