@@ -36,7 +36,7 @@ $(CONSOLE_DIST): $(CONSOLE_SOURCES) $(CONSOLE_MODULES)
 
 console: $(CONSOLE_DIST)
 
-# Real clients the end-to-end tests drive (the Codex CLI, the Vercel AI SDK), pinned by
+# Real clients the end-to-end tests drive (the Codex CLI, the Vercel AI SDK, the vendors' Node SDKs), pinned by
 # tests/clients/package-lock.json and installed again only when it changes. Without them
 # those tests skip and say why.
 CLIENTS_MODULES := $(CLIENTS)/node_modules/.package-lock.json
