@@ -70,7 +70,7 @@ agent-clis: $(AGENTS_MODULES)
 
 $(AGENTS_MODULES): $(AGENTS)/package.json $(AGENTS)/package-lock.json
 	@cd $(AGENTS) && (npm ci --no-audit --no-fund --loglevel=error \
-		|| echo "note: npm could not install $(AGENTS): the Claude Code end-to-end tests will skip")
+		|| echo "note: npm could not install $(AGENTS): the Claude Code and opencode end-to-end tests will skip")
 
 # Without npm the gateway still starts, without the console (it says so).
 run: install

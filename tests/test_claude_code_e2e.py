@@ -63,25 +63,31 @@ def _tool_results(messages: list[dict[str, Any]]) -> int:
     return count
 
 
+# The scripted upstreams below answer by `turn` (tool names offered, tool results so far, workdir) -> (text,
+# calls); tests/test_opencode_e2e.py gives them its own.
 class ScriptedAnthropic(FakeAnthropic):
+    turn = staticmethod(_agent_turn)
+
     def __init__(self, workdir: Path) -> None:
         super().__init__(models=(DEFAULT_MODEL,))
         self.workdir = workdir
 
     def _auto_reply(self, body: dict[str, Any]) -> Reply:
-        text, calls = _agent_turn({t.get("name") for t in body.get("tools") or []},
+        text, calls = self.turn({t.get("name") for t in body.get("tools") or []},
                                   _tool_results(body["messages"]), self.workdir)
         return Reply(text=text, tool_uses=calls)
 
 
 class ScriptedOpenAI(FakeOpenAI):
+    turn = staticmethod(_agent_turn)
+
     def __init__(self, workdir: Path) -> None:
         super().__init__(models=("gpt-test",))
         self.workdir = workdir
 
     def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
         names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
-        text, calls = _agent_turn(names, _tool_results(body["messages"]), self.workdir)
+        text, calls = self.turn(names, _tool_results(body["messages"]), self.workdir)
         tool_calls = [{"id": f"call_{i}_{name}", "type": "function",
                        "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
                       for i, (name, args) in enumerate(calls)]
@@ -89,6 +95,8 @@ class ScriptedOpenAI(FakeOpenAI):
 
 
 class ScriptedGemini(FakeGemini):
+    turn = staticmethod(_agent_turn)
+
     def __init__(self, workdir: Path, model: str) -> None:
         super().__init__(models=(model,))
         self.workdir = workdir
@@ -101,11 +109,13 @@ class ScriptedGemini(FakeGemini):
     def _answer(self, body: dict[str, Any]) -> list[dict[str, Any]]:
         names = {d.get("name") for t in body.get("tools") or [] for d in t.get("functionDeclarations") or []}
         results = sum(1 for c in body["contents"] for p in c["parts"] if "functionResponse" in p)
-        text, calls = _agent_turn(names, results, self.workdir)
+        text, calls = self.turn(names, results, self.workdir)
         return [{"text": text}] + [{"functionCall": {"name": name, "args": args}} for name, args in calls]
 
 
 class ScriptedBedrock(FakeBedrock):
+    turn = staticmethod(_agent_turn)
+
     def __init__(self, workdir: Path, model: str) -> None:
         super().__init__(models=(model,))
         self.workdir = workdir
@@ -117,7 +127,7 @@ class ScriptedBedrock(FakeBedrock):
     def _answer(self, body: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
         names = {t["toolSpec"]["name"] for t in (body.get("toolConfig") or {}).get("tools") or [] if "toolSpec" in t}
         results = sum(1 for m in body["messages"] for b in m["content"] if "toolResult" in b)
-        text, calls = _agent_turn(names, results, self.workdir)
+        text, calls = self.turn(names, results, self.workdir)
         uses = [{"toolUse": {"toolUseId": f"tooluse_{results}_{i}", "name": name, "input": args}}
                 for i, (name, args) in enumerate(calls)]
         return [{"text": text}, *uses], "tool_use" if uses else "end_turn"

@@ -1,0 +1,114 @@
+"""The real opencode CLI (npm `opencode-ai`, installed by `make agent-clis` from tests/agents/package.json)
+against the gateway, configured as the README says ("Use with opencode"): a provider of
+`@ai-sdk/openai-compatible` whose `baseURL` is `{gateway}/v1`, with a gateway key.
+
+It speaks chat completions, streamed, with its own system prompt and tool set (`bash`, `read`, `glob`...,
+about 30 KB a request). A scripted upstream makes it run two commands in parallel, then one more, then
+finish: on a chat-completions channel (pass-through) and converted to an `anthropic`, a Gemini and a
+Bedrock Converse channel, whose fakes check its tool schemas and histories. Each run is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from tests.fakes.anthropic_upstream import API_KEY
+from tests.test_claude_code_e2e import ScriptedAnthropic, ScriptedBedrock, ScriptedGemini, ScriptedOpenAI
+from tests.test_responses_clients import run
+
+CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "opencode"
+CONTENT, NOTES = "hello from the gateway\n", "written beside it\n"
+DONE = "Task complete: hello.txt written and counted."
+
+pytestmark = pytest.mark.skipif(
+    not os.access(CLI, os.X_OK),
+    reason=f"opencode CLI not installed at {CLI} (run `make agent-clis`; it needs the npm registry)")
+
+
+def readme_config(base_url: str, model: str) -> str:
+    """The README's opencode configuration ("Use with opencode"), pointed at this gateway and model."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    start = text.index("## Use with opencode\n")
+    (config,) = re.findall(r"```json\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
+    assert '"baseURL": "http://localhost:8080/v1"' in config and '"gpt-4o-mini"' in config
+    return config.replace("http://localhost:8080/v1", base_url).replace("gpt-4o-mini", model)
+
+
+def _opencode_turn(tools: set[str], results: int, workdir: Path) -> tuple[str | None, list[tuple[str, dict]]]:
+    """Write two files with two commands at once, count one's bytes, finish. Side requests (titles) get text."""
+    if "bash" not in tools:
+        return "Gateway task", []
+    if results == 0:
+        return "I will write the files.", [
+            ("bash", {"command": "printf 'hello from the gateway\\n' > hello.txt", "description": "Write hello.txt"}),
+            ("bash", {"command": "printf 'written beside it\\n' > notes.txt", "description": "Write notes.txt"})]
+    if results == 2:
+        return "Now I count its bytes.", [("bash", {"command": "wc -c < hello.txt > count.txt",
+                                                    "description": "Count the bytes of hello.txt"})]
+    return DONE, []
+
+
+class OpencodeOpenAI(ScriptedOpenAI):
+    turn = staticmethod(_opencode_turn)
+
+
+class OpencodeAnthropic(ScriptedAnthropic):
+    turn = staticmethod(_opencode_turn)
+
+
+class OpencodeGemini(ScriptedGemini):
+    turn = staticmethod(_opencode_turn)
+
+
+class OpencodeBedrock(ScriptedBedrock):
+    turn = staticmethod(_opencode_turn)
+
+
+async def start_upstream(route: str, workdir: Path):
+    if route == "chat":
+        return await OpencodeOpenAI(workdir).start(), {"model_id": "team-coder", "upstream_model": "gpt-test"}, {}
+    if route == "anthropic":
+        upstream = await OpencodeAnthropic(workdir).start()
+        return upstream, {"model_id": "team-coder", "upstream_model": upstream.models[0]}, {
+            "kind": "anthropic", "upstream_keys": (API_KEY,), "name": "claude"}
+    fake, kind, model = {"gemini": (OpencodeGemini, "gemini", "gemini-3.8-flash"),
+                         "bedrock": (OpencodeBedrock, "aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0")}[route]
+    upstream = await fake(workdir, model).start()
+    return upstream, {"model_id": "team-coder", "upstream_model": model}, {
+        "kind": kind, "upstream_keys": (upstream.api_key,), "name": kind}
+
+
+@pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
+async def test_opencode_runs_a_task_through_the_gateway(gateway, tmp_path, route):
+    workdir, home = tmp_path / "work", tmp_path / "home"
+    workdir.mkdir()
+    home.mkdir()
+    upstream, model, wiring = await start_upstream(route, workdir)
+    try:
+        wired = await gateway.wire(upstream.base_url, [model], **wiring)
+        config = orjson.loads(readme_config(f"{gateway.url}/v1", "team-coder"))
+        config["permission"] = {"bash": "allow"}  # a headless run asks no one
+        (workdir / "opencode.json").write_text(orjson.dumps(config).decode())
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), "MODELGATE_API_KEY": wired.key,
+               "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+        code, out, err = await run([str(CLI), "run", "--pure", "--format", "json",
+                                    "Write hello.txt and notes.txt, then count the bytes of hello.txt"], env, workdir)
+        assert code == 0, err[-3000:]
+        events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
+        texts = [e["part"]["text"] for e in events if e.get("type") == "text"]
+        assert texts[-1] == DONE, (texts, err[-2000:])
+        tools = [e["part"] for e in events if e.get("type") == "tool_use"]
+        assert [t["state"]["status"] for t in tools] == ["completed"] * 3
+        assert (workdir / "hello.txt").read_text() == CONTENT and (workdir / "notes.txt").read_text() == NOTES
+        assert (workdir / "count.txt").read_text().strip() == str(len(CONTENT))
+        finished = [e["part"] for e in events if e.get("type") == "step_finish"]
+        assert all(step["tokens"]["output"] > 0 for step in finished)  # usage reached it on every step
+    finally:
+        await upstream.close()
+        shutil.rmtree(home, ignore_errors=True)
