@@ -31,12 +31,8 @@ from modelgate.protocols.ir import (
     Usage,
 )
 from modelgate.protocols.messages import MessagesCodec
-from modelgate.providers.anthropic_messages import (
-    DEFAULT_MAX_TOKENS,
-    JSON_OBJECT_INSTRUCTION,
-    AnthropicMessagesAdapter,
-)
-from modelgate.providers.base import OPENING_USER_TEXT, Endpoint
+from modelgate.providers.anthropic_messages import DEFAULT_MAX_TOKENS, AnthropicMessagesAdapter
+from modelgate.providers.base import JSON_OBJECT_INSTRUCTION, OPENING_USER_TEXT, Endpoint
 from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply, error_body
 from tests.fakes.upstream_base import decode_stream, send
 
@@ -144,9 +140,27 @@ def test_tool_choice_without_tools_is_not_sent():
 def test_json_mode_becomes_a_system_instruction():
     body = sent(ir(system=["sys"], response_format={"type": "json_object"}))
     assert body["system"] == [{"type": "text", "text": "sys"}, {"type": "text", "text": JSON_OBJECT_INSTRUCTION}]
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    body = sent(ir(response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}))
-    assert body["system"].startswith(JSON_OBJECT_INSTRUCTION) and orjson.dumps(schema).decode() in body["system"]
+    assert "output_config" not in body
+
+
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1}}, "required": ["n"]}
+JSON_SCHEMA = {"type": "json_schema", "json_schema": {"name": "x", "schema": SCHEMA}}
+
+
+def test_a_json_schema_is_claude_s_structured_output_from_4_5_and_an_instruction_before():
+    # Generally available from the 4.5 models (platform.claude.com, structured-outputs); objects closed, bounds
+    # in words, as the vendor's SDKs send a caller's schema.
+    body = sent(ir(response_format=JSON_SCHEMA, reasoning_effort="high"), "claude-sonnet-4-6")
+    assert body["output_config"] == {"effort": "high", "format": {"type": "json_schema", "schema": {
+        "type": "object", "properties": {"n": {"type": "integer", "description": "{minimum: 1}"}},
+        "additionalProperties": False, "required": ["n"]}}}
+    assert "system" not in body
+    for model in ("claude-sonnet-4-20250514", "claude-3-7-sonnet-20250219", "team-alias"):
+        body = sent(ir(response_format=JSON_SCHEMA), model)
+        assert "format" not in body.get("output_config", {}) and orjson.dumps(SCHEMA).decode() in body["system"]
+    prefilled = ir(response_format=JSON_SCHEMA, messages=[Message("user", [TextPart("hi")]),
+                                                        Message("assistant", [TextPart("{")])])
+    assert "output_config" not in sent(prefilled, "claude-haiku-4-5")  # the vendor refuses the two together
 
 
 F_AND_G = [Tool("f", None, {"type": "object"}), Tool("g", None, {"type": "object"})]

@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 
 from modelgate.protocols.ir import ChatRequest, Message, TextPart, ThinkingPart, Tool, ToolCall, ToolChoice, ToolResult
 from modelgate.providers import anthropic_messages, bedrock
-from modelgate.providers.claude import Generation, generation
+from modelgate.providers.claude import Generation, generation, output_schema
 from tests.fakes.anthropic_upstream import API_KEY, MODEL_RULES, FakeAnthropic
 from tests.fakes.bedrock_upstream import FakeBedrock
 
@@ -312,3 +312,62 @@ def test_forced_tool_choice_is_kept_where_the_generation_takes_it():
     forced = chat(tools=tools, tool_choice=ToolChoice("tool", "lookup"))
     assert messages_body(forced, "claude-opus-5")["tool_choice"] == {"type": "tool", "name": "lookup"}
     assert messages_body(forced, "claude-opus-5-5")["tool_choice"] == {"type": "auto"}
+
+
+# --- structured outputs (claude.output_schema) -------------------------------------------------------------
+
+
+def as_format(schema: Any) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": "out", "schema": schema}}
+
+
+def asking(response_format: dict[str, Any]) -> ChatRequest:
+    return ChatRequest("m", [Message("user", [TextPart("hi")])], response_format=response_format)
+
+
+def test_a_schema_in_the_structured_output_subset_as_the_vendor_s_sdks_send_one():
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "additionalProperties": True,
+        "properties": {
+            "name": {"type": "string", "minLength": 2, "description": "Who"},
+            "when": {"type": "string", "format": "date-time"},
+            "site": {"type": "string", "format": "hostname-ish"},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5},
+            "note": {"type": ["string", "null"]},
+            "kind": {"enum": ["a", "b"]},
+            "ref": {"$ref": "#/$defs/Point"},
+            "either": {"oneOf": [{"type": "integer"}, {"type": "boolean"}]},
+        },
+        "required": ["name"],
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number", "multipleOf": 0.5}}}},
+    }
+    assert output_schema(asking(as_format(schema)), "claude-haiku-4-5") == {
+        "$defs": {"Point": {"type": "object", "properties": {"x": {"type": "number", "description": "{multipleOf: 0.5}"}},
+                            "additionalProperties": False}},
+        "type": "object",
+        "properties": {
+            "name": {"description": "Who\n\n{minLength: 2}", "type": "string"},
+            "when": {"type": "string", "format": "date-time"},
+            "site": {"type": "string", "description": '{format: "hostname-ish"}'},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "{maxItems: 5}"},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "kind": {"enum": ["a", "b"]},
+            "ref": {"$ref": "#/$defs/Point"},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "boolean"}]},
+        },
+        "additionalProperties": False,
+        "required": ["name"],
+    }
+
+
+@pytest.mark.parametrize("response_format, model", [
+    (as_format({"type": "object", "properties": {"any": {}}}), "claude-sonnet-4-5"),  # a typeless node: no form
+    (as_format({"type": "object"}), "claude-sonnet-4-20250514"),  # before 4.5
+    (as_format({"type": "object"}), "claude-3-7-sonnet-20250219"),
+    (as_format({"type": "object"}), "operators-alias"),  # no generation named
+    ({"type": "json_object"}, "claude-opus-4-6"),  # no schema to give
+])
+def test_otherwise_the_answer_s_json_is_asked_for_in_words(response_format, model):
+    assert output_schema(asking(response_format), model) is None
+    body = bedrock.build_body(asking(response_format), f"anthropic.{model}-v1:0")
+    assert "outputConfig" not in body and "JSON" in body["system"][-1]["text"]

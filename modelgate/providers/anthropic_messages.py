@@ -62,6 +62,7 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
+    json_instruction,
     retry_after_seconds,
     tool_id_for,
 )
@@ -72,10 +73,6 @@ API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 # The vendor's rule for tool_use ids: "String should match pattern '^[a-zA-Z0-9_-]+$'" (maximhq/bifrost#5097).
 _TOOL_ID = re.compile(r"[A-Za-z0-9_-]+").fullmatch
-
-JSON_OBJECT_INSTRUCTION = (
-    "Respond with a single valid JSON object only: no prose, no code fences, nothing before or after it."
-)
 
 # vendor error type -> spec 7.5 error type (refined by message below)
 _ERROR_TYPES: dict[str, ErrorType] = {
@@ -171,8 +168,9 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
-    """The vendor request body for an IR request."""
+def messages_body(req: ChatRequest, upstream_model: str, structured_outputs: bool = True) -> dict[str, Any]:
+    """The vendor request body for an IR request. `structured_outputs`: whether the cloud serving it takes
+    `output_config.format` (Vertex AI leaves it off unless the organisation's policy allows it)."""
     if not req.tools:
         # "Requests which include `tool_use` or `tool_result` blocks must define tools."
         req = req.with_tool_turns_as_text()
@@ -197,7 +195,8 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     }
     system = [_cached({"type": "text", "text": s}, req.system_cache.get(i)) for i, s in enumerate(req.system)
               if s and not s.isspace()]
-    instruction = _json_instruction(req.response_format)
+    schema = claude.output_schema(req, upstream_model) if structured_outputs else None
+    instruction = json_instruction(req.response_format) if schema is None else None
     if instruction:
         system.append({"type": "text", "text": instruction})
     if len(system) == 1 and "cache_control" not in system[0]:
@@ -221,6 +220,8 @@ def messages_body(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         if req.tool_choice is not None:
             body["tool_choice"] = _tool_choice(req)
     body.update(thinking_fields)
+    if schema is not None:
+        body["output_config"] = {**body.get("output_config", {}), "format": {"type": "json_schema", "schema": schema}}
     if req.user:
         body["metadata"] = {"user_id": req.user}
     if req.stream:
@@ -251,19 +252,6 @@ def _tool_choice(req: ChatRequest) -> dict[str, Any]:
     if choice.parallel is False and choice.mode != "none":
         out["disable_parallel_tool_use"] = True
     return out
-
-
-def _json_instruction(response_format: dict[str, Any] | None) -> str | None:
-    if not response_format:
-        return None
-    kind = response_format.get("type")
-    if kind == "json_object":
-        return JSON_OBJECT_INSTRUCTION
-    if kind == "json_schema":
-        spec = response_format.get("json_schema") or {}
-        schema = spec.get("schema", spec) if isinstance(spec, dict) else spec
-        return JSON_OBJECT_INSTRUCTION + " It must conform to this JSON schema: " + orjson.dumps(schema).decode()
-    return None
 
 
 # --- vendor response -> IR --------------------------------------------------------

@@ -391,6 +391,24 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
 # from 4.6 gets it last too, after a conversation that ends with the assistant (providers/claude.py).
 OPENING_USER_TEXT = "Please continue."
 
+JSON_OBJECT_INSTRUCTION = (
+    "Respond with a single valid JSON object only: no prose, no code fences, nothing before or after it."
+)
+
+
+def json_instruction(response_format: dict[str, Any] | None) -> str | None:
+    """A chat client's JSON mode in words, for a model that has no form for it (or not this schema's)."""
+    if not response_format:
+        return None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return JSON_OBJECT_INSTRUCTION
+    if kind == "json_schema":
+        spec = response_format.get("json_schema") or {}
+        schema = spec.get("schema", spec) if isinstance(spec, dict) else spec
+        return JSON_OBJECT_INSTRUCTION + " It must conform to this JSON schema: " + orjson.dumps(schema).decode()
+    return None
+
 
 # Google's own mapping of OpenAI reasoning efforts to thinking budgets (its OpenAI-compatible endpoint,
 # https://ai.google.dev/gemini-api/docs/openai): none turns thinking off. Claude's budgets use it too; its

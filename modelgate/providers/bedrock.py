@@ -65,6 +65,7 @@ from modelgate.providers.base import (
     Endpoint,
     UpstreamRequest,
     classify_by_status,
+    json_instruction,
     retry_after_seconds,
     tool_id_for,
 )
@@ -232,6 +233,16 @@ def build_body(req: ChatRequest, model: str = "", extra_fields: Mapping[str, Any
                 system.append(_cache_point(req.system_cache[i]))
         if system:
             body["system"] = system
+    # Claude from 4.5 takes the schema as Converse's structured output (the Bedrock user guide, structured-output);
+    # other models, and a schema its subset cannot say, are asked for JSON in words.
+    schema = claude.output_schema(req, model) if claude_model else None
+    if schema is not None:
+        spec = (req.response_format or {}).get("json_schema") or {}
+        named = {"name": spec["name"]} if isinstance(spec.get("name"), str) and spec["name"] else {}
+        body["outputConfig"] = {"textFormat": {"type": "json_schema", "structure": {
+            "jsonSchema": {"schema": orjson.dumps(schema).decode(), **named}}}}
+    elif instruction := json_instruction(req.response_format):
+        body.setdefault("system", []).append({"text": instruction})
     inference: dict[str, Any] = {}
     for key, value in (("maxTokens", req.max_tokens), ("temperature", req.temperature), ("topP", req.top_p)):
         if value is not None:

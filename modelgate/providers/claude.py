@@ -30,6 +30,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from modelgate.protocols.ir import (
     ChatRequest,
     Message,
@@ -113,6 +115,101 @@ def generation(model: str) -> Generation | None:
     if m := _FAMILY_FIRST.search(model):
         return Generation(m[1], (int(m[2]), int(m[3] or 0)))
     return None
+
+
+# Structured outputs (`output_config.format`; Converse's `outputConfig.textFormat`): generally available from
+# the 4.5 models on the vendor's API and on Bedrock (platform.claude.com, build-with-claude/structured-outputs;
+# the Bedrock user guide, structured-output). Their schemas are a subset of JSON Schema: every object closed
+# ("output_format.schema: For 'object' type, 'additionalProperties' must be explicitly set to false",
+# ax-llm/ax#458; "'additionalProperties: true' is not supported", BerriAI/litellm#35808), no numeric, length
+# or count bounds (minItems only 0 or 1), a few string formats. What the subset cannot say is written into the
+# node's description, as the vendor's SDKs do to a caller's schema (anthropic 2.13, `transform_schema`).
+_STRING_FORMATS = frozenset({"date-time", "time", "date", "duration", "email", "hostname", "uri", "ipv4", "ipv6",
+                             "uuid"})
+_SCHEMA_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
+
+
+class _Unsayable(Exception):
+    """A schema node the structured-output subset has no form for (no type, an unknown one)."""
+
+
+def output_schema(req: ChatRequest, model: str) -> dict[str, Any] | None:
+    """A chat client's `response_format` JSON schema as Claude's structured outputs take it, where the model has
+    them and the schema can be said in their subset; None: the answer's JSON is asked for in words instead. Never
+    beside a prefilled answer: the vendor refuses the two together (structured outputs' incompatibilities)."""
+    response_format = req.response_format
+    if (not response_format or response_format.get("type") != "json_schema"
+            or not req.messages or req.messages[-1].role == "assistant"):
+        return None
+    gen = generation(model)
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, dict) else None
+    if gen is None or gen.version < (4, 5) or not isinstance(schema, dict):
+        return None
+    try:
+        return _structured(schema)
+    except _Unsayable:
+        return None
+
+
+def _is_literal(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def _structured(node: Any) -> dict[str, Any]:
+    if not isinstance(node, dict):
+        raise _Unsayable
+    rest = {k: v for k, v in node.items() if k not in ("$schema", "$id")}
+    out: dict[str, Any] = {}
+    for defs in ("$defs", "definitions"):
+        if isinstance(rest.get(defs), dict):
+            out[defs] = {name: _structured(sub) for name, sub in rest.pop(defs).items()}
+    if isinstance(ref := rest.pop("$ref", None), str):
+        return {**out, "$ref": ref}
+    for key in ("description", "title"):
+        if isinstance(rest.get(key), str):
+            out[key] = rest.pop(key)
+    kind = rest.pop("type", None)
+    if isinstance(rest.get("enum"), list) and rest["enum"] and all(map(_is_literal, rest["enum"])):
+        out["enum"] = rest.pop("enum")
+        kind = None
+    if "const" in rest and _is_literal(rest["const"]):
+        out["const"] = rest.pop("const")
+        kind = None
+    for combinator, named in (("anyOf", "anyOf"), ("oneOf", "anyOf"), ("allOf", "allOf")):
+        if isinstance(rest.get(combinator), list) and rest[combinator]:
+            out[named] = [_structured(branch) for branch in rest.pop(combinator)]
+            break
+    if isinstance(kind, list) and kind and "anyOf" not in out:  # ["string", "null"]: one branch per type
+        out["anyOf"] = [_structured({**rest, "type": t} if t != "null" else {"type": "null"}) for t in kind]
+        return out
+    if kind is None:
+        if not {"enum", "const", "anyOf", "allOf"} & out.keys():
+            raise _Unsayable
+    elif kind in _SCHEMA_TYPES:
+        out["type"] = kind
+    else:
+        raise _Unsayable
+    if kind == "object":
+        properties = rest.pop("properties", {})
+        if not isinstance(properties, dict):
+            raise _Unsayable
+        out["properties"] = {name: _structured(sub) for name, sub in properties.items()}
+        rest.pop("additionalProperties", None)
+        out["additionalProperties"] = False
+        if isinstance(rest.get("required"), list):
+            out["required"] = rest.pop("required")
+    elif kind == "string" and rest.get("format") in _STRING_FORMATS:
+        out["format"] = rest.pop("format")
+    elif kind == "array":
+        if isinstance(rest.get("items"), dict):
+            out["items"] = _structured(rest.pop("items"))
+        if rest.get("minItems") in (0, 1):
+            out["minItems"] = rest.pop("minItems")
+    if rest:  # the rest, in words the model may follow
+        said = ", ".join(f"{key}: {orjson.dumps(value).decode()}" for key, value in rest.items())
+        out["description"] = (out["description"] + "\n\n" if "description" in out else "") + "{" + said + "}"
+    return out
 
 
 def stop_sequences(stop: list[str]) -> list[str]:

@@ -85,7 +85,8 @@ class VertexAdapter:
         model = upstream_model.removeprefix("models/")
         prefix = self._publishers(endpoint)
         if _claude(model):
-            body = anthropic_messages.messages_body(req, model)
+            # structured outputs are off by default there (the organisation policy allowedPartnerModelFeatures)
+            body = anthropic_messages.messages_body(req, model, structured_outputs=False)
             body.pop("model", None)
             body["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
             method = "streamRawPredict" if req.stream else "rawPredict"

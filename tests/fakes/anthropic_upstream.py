@@ -86,7 +86,7 @@ def _chunks(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _sample(schema: Any) -> Any:
+def sample_for(schema: Any) -> Any:
     """A value that satisfies a (simple) JSON schema."""
     if not isinstance(schema, dict):
         return "test"
@@ -98,7 +98,7 @@ def _sample(schema: Any) -> Any:
     if kind == "object" or "properties" in schema:
         props = schema.get("properties") or {}
         required = schema.get("required") or list(props)
-        return {name: _sample(props.get(name, {})) for name in required}
+        return {name: sample_for(props.get(name, {})) for name in required}
     return {"integer": 1, "number": 1.5, "boolean": True, "array": [], "null": None}.get(kind, "test")
 
 
@@ -251,6 +251,35 @@ def _holds_tool_blocks(messages: list[Any]) -> bool:
                for block in message["content"])
 
 
+# What structured outputs' schemas may not hold (platform.claude.com, structured-outputs, "JSON Schema
+# limitations"): bounds on numbers, lengths and counts (minItems only 0 or 1).
+_UNBOUNDED = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minLength", "maxLength",
+              "maxItems", "minProperties", "maxProperties")
+
+
+def _output_schema_refusal(body: dict[str, Any]) -> str | None:
+    where, fmt = "output_config.format", (body.get("output_config") or {}).get("format")
+    if fmt is None and body.get("output_format") is not None:
+        where, fmt = "output_format", body["output_format"]
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+
+    def refusal(node: Any) -> str | None:
+        if not isinstance(node, dict):
+            return None
+        if node.get("type") == "object" and node.get("additionalProperties") is not False:
+            # the vendor's words (ax-llm/ax#458; BerriAI/litellm#35808 for an explicit `true`)
+            return f"{where}.schema: For 'object' type, 'additionalProperties' must be explicitly set to false"
+        if (bound := next((k for k in _UNBOUNDED if k in node), None)) or node.get("minItems", 0) > 1:
+            return f"{where}.schema: '{bound or 'minItems'}' is not supported"  # the rule is documented; words ours
+        subschemas = [*(node.get("properties") or {}).values(), *(node.get("$defs") or {}).values(),
+                      *(node.get("definitions") or {}).values(), node.get("items"),
+                      *(node.get("anyOf") or ()), *(node.get("allOf") or ()), *(node.get("oneOf") or ())]
+        return next((r for r in map(refusal, subschemas) if r), None)
+
+    return refusal(fmt.get("schema"))
+
+
 def _blank_text(messages: list[Any]) -> str | None:
     """The vendor's rule for text blocks, as measured against its API (LibreChat-AI/agents#124): an
     empty one is refused anywhere; a whitespace-only one where its content holds no other text."""
@@ -362,7 +391,8 @@ class FakeAnthropic(FakeUpstream):
             return json_response(error_body("invalid_request_error", "messages: at least one message is required"), 400)
         if (blank := _blank_text(body["messages"])) is not None:
             return json_response(error_body("invalid_request_error", blank), 400)
-        if (bad_id := _bad_tool_id(body["messages"]) or claude_tools_refusal(body)) is not None:
+        if (bad_id := _bad_tool_id(body["messages"]) or claude_tools_refusal(body)
+                or _output_schema_refusal(body)) is not None:
             return json_response(error_body("invalid_request_error", bad_id), 400)
         continues = isinstance(body.get("thread"), dict) and body["thread"].get("type") == "continue"
         if not body.get("tools") and not continues and _holds_tool_blocks(body["messages"]):  # a thread keeps its tools
@@ -463,8 +493,11 @@ class FakeAnthropic(FakeUpstream):
             if named:
                 return Reply(
                     text="Let me use the tools.",
-                    tool_uses=[(n, _sample(tools[n]["input_schema"])) for n in named if n in tools],
+                    tool_uses=[(n, sample_for(tools[n]["input_schema"])) for n in named if n in tools],
                 )
+        fmt = (body.get("output_config") or {}).get("format") or body.get("output_format") or {}
+        if fmt.get("type") == "json_schema":  # structured outputs: the answer is JSON of the schema
+            return Reply(text=json.dumps(sample_for(fmt.get("schema") or {})))
         images = [b for b in blocks if isinstance(b, dict) and b.get("type") == "image"]
         if images:
             kinds = [b["source"].get("media_type") or b["source"].get("url") for b in images]

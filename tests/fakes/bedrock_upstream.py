@@ -46,7 +46,7 @@ from botocore.credentials import Credentials
 from botocore.session import get_session
 from botocore.validate import ParamValidator
 
-from tests.fakes.anthropic_upstream import BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, generation_refusal
+from tests.fakes.anthropic_upstream import BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, generation_refusal, sample_for
 from tests.fakes.tool_rules import converse_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
@@ -246,6 +246,10 @@ class FakeBedrock(FakeUpstream):
             return [{"toolUse": {"toolUseId": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q", "name": name, "input": self.tool_args}}], "tool_use"
         if results:
             return [{"text": "Result: " + " ".join(c.get("text", "") for c in results[0]["content"])}], "end_turn"
+        text_format = (body.get("outputConfig") or {}).get("textFormat")
+        if text_format:  # structured output: JSON of the schema, which Converse takes as a JSON string
+            schema = orjson.loads(text_format["structure"]["jsonSchema"]["schema"])
+            return [{"text": orjson.dumps(sample_for(schema)).decode()}], "end_turn"
         text = " ".join(b["text"] for b in last if "text" in b)
         images = sum(1 for b in last if "image" in b)
         suffix = f" [{images} image(s)]" if images else ""

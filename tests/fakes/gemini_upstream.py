@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from tests.fakes.anthropic_upstream import sample_for
 from tests.fakes.tool_rules import gemini_tools_refusal
 from tests.fakes.upstream_base import FakeUpstream, json_response
 
@@ -105,6 +106,15 @@ def generation_refusal(model: str, body: dict[str, Any], rules: GeminiRules) -> 
             if (found := _empty_enum(decl.get("parameters"), where)) is not None:
                 return found  # Kxiandaoyan/Memoh-v2#22
     return None
+
+
+def _lowercase_types(schema: Any) -> Any:
+    """A `responseSchema` (OpenAPI types, upper case: OBJECT, STRING) in JSON Schema's spelling."""
+    if isinstance(schema, dict):
+        return {k: (v.lower() if k == "type" and isinstance(v, str) else _lowercase_types(v)) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_lowercase_types(v) for v in schema]
+    return schema
 
 
 class FakeGemini(FakeUpstream):
@@ -193,6 +203,10 @@ class FakeGemini(FakeUpstream):
             return [{"functionCall": {"name": name, "args": self.tool_args}}]
         if responses:
             return [{"text": f"{responses[0]['name']} returned {orjson.dumps(responses[0]['response']).decode()}"}]
+        config = body.get("generationConfig") or {}
+        schema = config.get("responseJsonSchema") or config.get("responseSchema")
+        if config.get("responseMimeType") == "application/json" and schema:  # JSON of the schema, as asked
+            return [{"text": orjson.dumps(sample_for(_lowercase_types(schema))).decode()}]
         text = " ".join(p.get("text", "") for p in last if "text" in p)
         return [{"text": f"Echo: {text}"}]
 

@@ -242,6 +242,9 @@ class FakeOpenAI(FakeUpstream):
                 for i, t in enumerate(tools)
             ]
             return None, calls, "tool_calls"
+        fmt = body.get("response_format") or {}
+        if fmt.get("type") == "json_schema":  # structured outputs: the answer is JSON of the schema
+            return orjson.dumps(arguments_for(fmt["json_schema"].get("schema") or {})).decode(), [], "stop"
         reply = f"Echo: {text}"
         max_tokens = body.get("max_tokens") or body.get("max_completion_tokens")
         if max_tokens and words(reply) > max_tokens:
