@@ -85,10 +85,12 @@ class GatewayHarness:
         rate_capacity: float | None = None,
         rate_refill: float | None = None,
         timeout_seconds: float | None = None,
+        options: dict[str, Any] | None = None,
     ) -> Wiring:
         """Provider + channel + application + key, then a snapshot refresh."""
         svc = self.services
-        provider = await svc.providers.create(f"{name}-provider", kind, base_url=base_url, keys=list(upstream_keys))
+        provider = await svc.providers.create(f"{name}-provider", kind, base_url=base_url, options=options,
+                                              keys=list(upstream_keys))
         channel = await svc.channels.create(f"{name}-channel", provider.id, models=models, priority=priority)
         app = await svc.applications.create(app_name or f"{name}-app", timeout_seconds=timeout_seconds)
         if authorise:

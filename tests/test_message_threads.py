@@ -32,13 +32,17 @@ def sdk(gateway, key: str) -> AsyncAnthropic:
 
 
 async def wire(gateway, route: str, openai_upstream, anthropic_upstream):
+    """`chat`: converted; `anthropic`: the vendor's API, which holds threads; `compatible`: an Anthropic-compatible
+    API behind the same kind."""
     if route == "chat":
         openai_upstream.script = script_chat("weather", {"city": "Paris"}, "Forecast")
         return await gateway.wire(openai_upstream.base_url, [{"model_id": "claude-haiku-4-5",
                                                               "upstream_model": "gpt-test"}]), openai_upstream
     anthropic_upstream.script = script_messages("weather", {"city": "Paris"}, "Forecast")
+    # The fake holds threads as the vendor's own API does; a compatible API does not ("compatible" below).
+    options = {"message_threads": True} if route == "anthropic" else None
     return await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
-                              upstream_keys=(API_KEY,), name="claude"), anthropic_upstream
+                              upstream_keys=(API_KEY,), name="claude", options=options), anthropic_upstream
 
 
 async def run_tool_loop(client: AsyncAnthropic, stream: bool, between_turns=lambda: None) -> list:
@@ -57,17 +61,21 @@ async def run_tool_loop(client: AsyncAnthropic, stream: bool, between_turns=lamb
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("route", ["chat", "anthropic"])
+@pytest.mark.parametrize("route", ["chat", "anthropic", "compatible"])
 async def test_the_sdk_tool_runner_completes_on_every_route(gateway, openai_upstream, anthropic_upstream, route,
                                                              stream):
     wired, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream)
     messages = await run_tool_loop(sdk(gateway, wired.key), stream)
     assert [block.type for block in messages[0].content] == ["text", "tool_use"]
     assert messages[-1].content[-1].text == "Forecast: sunny in Paris"
-    if route == "chat":
-        # Refused once with the vendor's code, then the whole conversation each turn.
+    if route != "anthropic":
+        # Refused once with the vendor's code before anything was sent, then the whole conversation each turn.
         first, second = (request.json() for request in upstream.requests)
-        assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+        if route == "chat":
+            assert [m["role"] for m in second["messages"]] == ["system", "user", "assistant", "tool"]
+        else:  # an Anthropic-compatible API (DeepSeek's, Kimi's) behind the `anthropic` kind
+            assert "thread" not in first and "thread" not in second
+            assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
         assert second["tools"] == first["tools"]
         rows = await call_rows(gateway, 3)
         assert [(r.status, r.error_code) for r in rows] == [(400, "invalid_request"), (200, None), (200, None)]
@@ -121,3 +129,25 @@ def test_the_vendor_s_details_never_carry_the_upstream_key():
     error = refusal(AnthropicMessagesAdapter(), 404, body, {}, endpoint)
     assert error.error_type.value == "INVALID_REQUEST"
     assert error.details == {"error_code": "thread_not_found", "note": "key [redacted]"}
+
+
+@pytest.mark.parametrize("base_url, options, held", [
+    (None, {}, True),  # the kind's default: the vendor's own API
+    ("https://api.anthropic.com/v1", {}, True),
+    ("https://api.deepseek.com/anthropic", {}, False),  # compatible APIs document no threads
+    ("https://llm-proxy.internal", {"message_threads": True}, True),  # a proxy in front of the vendor
+    ("https://api.anthropic.com", {"message_threads": False}, False),
+])
+def test_a_thread_is_sent_on_only_to_an_api_that_holds_threads(base_url, options, held):
+    from modelgate.errors import GatewayError
+    from modelgate.providers.anthropic_messages import AnthropicMessagesAdapter
+    from modelgate.providers.base import Endpoint
+
+    endpoint = Endpoint("p1:k1", 1, 1, "anthropic", base_url, API_KEY, options)
+    body = {"model": "m", "max_tokens": 5, "thread": {"type": "create"}, "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        request = AnthropicMessagesAdapter().build_native_request(body, "claude-haiku-4-5", endpoint, False)
+    except GatewayError as refused:
+        assert not held and refused.status == 400 and refused.details == {"error_code": "thread_unsupported_request"}
+    else:
+        assert held and orjson.loads(request.body)["thread"] == {"type": "create"}

@@ -25,7 +25,8 @@ ANSWER = "Forecast: sunny in Paris"
 async def run_client(gateway, client: str, route: str, openai_upstream, anthropic_upstream, tmp_path):
     need(CLIENTS / "node_modules" / "@anthropic-ai" / "sdk", "The Node SDKs (openai, @anthropic-ai/sdk)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
-                                        "weather", {"city": "Paris"}, "Forecast")
+                                        "weather", {"city": "Paris"}, "Forecast",
+                                        anthropic_options={"message_threads": True})  # the fake holds threads
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GATEWAY_URL": gateway.url,
            "GATEWAY_KEY": wired.key, "GATEWAY_MODEL": model}
     code, out, err = await run(["node", str(SCRIPT), client], env, CLIENTS)

@@ -142,7 +142,7 @@ async def gemini_upstream():
 
 
 async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: str, arguments: dict, final: str,
-               gemini_upstream=None, bedrock_upstream=None):
+               gemini_upstream=None, bedrock_upstream=None, anthropic_options: dict | None = None):
     if route == "bedrock":
         bedrock_upstream.tool, bedrock_upstream.arguments, bedrock_upstream.final = tool, arguments, final
         model = bedrock_upstream.models[0]
@@ -160,7 +160,7 @@ async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: s
         return await gateway.wire(openai_upstream.base_url, ["gpt-test"]), "gpt-test", openai_upstream
     anthropic_upstream.script = script_messages(tool, arguments, final)
     wired = await gateway.wire(anthropic_upstream.base_url, ["claude-haiku-4-5"], kind="anthropic",
-                               upstream_keys=(ANTHROPIC_KEY,), name="claude")
+                               upstream_keys=(ANTHROPIC_KEY,), name="claude", options=anthropic_options)
     return wired, "claude-haiku-4-5", anthropic_upstream
 
 

@@ -20,6 +20,7 @@ Mapping notes (the full table is docs/conversion.md):
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,6 +57,7 @@ from modelgate.protocols.messages import (
     tool_input,
     usage_from_vendor,
 )
+from modelgate.protocols.messages.wire import thread_refusal
 from modelgate.providers import claude
 from modelgate.providers.base import (
     OPENING_USER_TEXT,
@@ -94,6 +96,14 @@ def _base(endpoint: Endpoint) -> str:
     return base.removesuffix("/v1")
 
 
+def _holds_threads(endpoint: Endpoint) -> bool:
+    """Message threads are state the vendor's own API keeps. An Anthropic-compatible API (DeepSeek's, Kimi's,
+    Zhipu's) documents none and may ignore the field, answering a continuation's new messages alone; the
+    provider option `message_threads` says otherwise (a proxy in front of the vendor)."""
+    option = endpoint.options.get("message_threads")
+    if isinstance(option, bool):
+        return option
+    return urlsplit(_base(endpoint)).hostname == urlsplit(DEFAULT_BASE_URL).hostname
 def _headers(endpoint: Endpoint, client_headers: Mapping[str, str] | None = None) -> dict[str, str]:
     """Auth and version; on pass-through the client's `anthropic-version` and `anthropic-beta`
     go upstream unchanged: beta-gated body fields are only valid together with their beta."""
@@ -470,6 +480,8 @@ class AnthropicMessagesAdapter:
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest:
+        if body.get("thread") is not None and not _holds_threads(endpoint):
+            raise thread_refusal("this channel's Anthropic-compatible API holds no message threads")
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
                                forward(body, {"model": upstream_model}))
 

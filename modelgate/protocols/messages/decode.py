@@ -23,7 +23,7 @@ from modelgate.protocols.ir import (
     ToolResult,
 )
 from modelgate.protocols.messages.validate import is_custom_tool
-from modelgate.protocols.messages.wire import cache_mark
+from modelgate.protocols.messages.wire import cache_mark, thread_refusal
 
 
 # Vendor-defined client tools: the client runs them, the vendor only knows their input schema.
@@ -239,18 +239,9 @@ def _mark_last_block(mark: str, messages: list[Message], system: list[str], syst
         tools[-1].cache = tools[-1].cache or mark
 
 
-# The vendor's refusal of a `thread` it cannot hold (its `error.details.error_code`): the SDKs' tool runners,
-# which run over a message thread on the vendor's own client, send that turn and every later one again with
-# the whole conversation and no `thread` (anthropic 2.13 `lib/threads/_thread_state.py`, @anthropic-ai/sdk 1.13
-# `ThreadState.recoversFrom`). Dropping `thread` instead would send a continuation's new messages alone.
-THREAD_UNSUPPORTED = {"error_code": "thread_unsupported_request"}
-
-
 def to_ir(body: dict[str, Any]) -> ChatRequest:
     if body.get("thread") is not None:
-        raise errors.invalid_request(
-            "'thread': this model is served in another provider's format, which holds no message threads; send "
-            "the whole conversation without 'thread'", THREAD_UNSUPPORTED)
+        raise thread_refusal("this model is served in another provider's format, which holds no message threads")
     system = body.get("system")
     system_cache: dict[int, str] = {}
     if isinstance(system, str):

@@ -14,11 +14,22 @@ from typing import Any
 
 import orjson
 
+from modelgate.errors import GatewayError, invalid_request
 from modelgate.protocols import sse
 from modelgate.protocols.ir import Usage, token_count
 
 NATIVE_WIRE = "anthropic-messages"
 ALT_VERSION = b"2023-06-01"
+
+# The vendor's refusal of a `thread` it cannot hold (its `error.details.error_code`): the SDKs' tool runners,
+# which run over a message thread on the vendor's own client, send that turn and every later one again with
+# the whole conversation and no `thread` (anthropic 2.13 `lib/threads/_thread_state.py`, @anthropic-ai/sdk 1.13
+# `ThreadState.recoversFrom`). Sent on, a thread's later turns would carry their new messages alone.
+THREAD_UNSUPPORTED = {"error_code": "thread_unsupported_request"}
+
+
+def thread_refusal(why: str) -> GatewayError:
+    return invalid_request(f"'thread': {why}; send the whole conversation without 'thread'", dict(THREAD_UNSUPPORTED))
 
 # IR stop reason -> vendor stop_reason. `content_filter` becomes `refusal`, the
 # vendor's own "the model declined" reason; an IR `error` never reaches a
