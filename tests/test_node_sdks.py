@@ -22,11 +22,15 @@ SCRIPT = CLIENTS / "node_sdks.mjs"
 ANSWER = "Forecast: sunny in Paris"
 
 
-async def run_client(gateway, client: str, route: str, openai_upstream, anthropic_upstream, tmp_path):
+async def run_client(gateway, client: str, route: str, openai_upstream, anthropic_upstream, tmp_path,
+                     scripted: bool = True):
+    """`scripted`: the upstream calls `weather`, then answers with its result; else the fakes' own answers."""
     need(CLIENTS / "node_modules" / "@anthropic-ai" / "sdk", "The Node SDKs (openai, @anthropic-ai/sdk)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
                                         "weather", {"city": "Paris"}, "Forecast",
                                         anthropic_options={"message_threads": True})  # the fake holds threads
+    if not scripted:
+        openai_upstream.script = anthropic_upstream.script = openai_upstream.reasoning = None
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GATEWAY_URL": gateway.url,
            "GATEWAY_KEY": wired.key, "GATEWAY_MODEL": model}
     code, out, err = await run(["node", str(SCRIPT), client], env, CLIENTS)
@@ -73,3 +77,20 @@ async def test_ai_sdk_anthropic_and_openai_chat_providers_with_a_tool(gateway, o
     assert seen["generate"]["outputTokens"] > 0
     assert {"text-delta", "tool-call", "tool-result", "finish"} <= set(seen["stream"]["parts"])
     assert len(upstream.requests) == 4
+
+
+@pytest.mark.parametrize("client", ["ai-sdk-object-anthropic", "ai-sdk-object-openai-chat"])
+@pytest.mark.parametrize("route", ["chat", "anthropic"])
+async def test_ai_sdk_structured_objects_whole_and_streamed(gateway, openai_upstream, anthropic_upstream, tmp_path,
+                                                           route, client):
+    seen, _, upstream = await run_client(gateway, client, route, openai_upstream, anthropic_upstream, tmp_path,
+                                         scripted=False)  # the fakes answer JSON of the schema they are given
+    assert seen["generated"] == seen["streamed"] and set(seen["generated"]) == {"city", "degrees"}
+    assert isinstance(seen["generated"]["degrees"], int) and seen["partials"] >= 1
+    asked = upstream.requests[0].json()
+    if route == "anthropic":  # Claude's own structured output, whichever protocol the SDK spoke
+        assert asked["output_config"]["format"]["schema"]["required"] == ["city", "degrees"]
+    elif client == "ai-sdk-object-openai-chat":
+        assert asked["response_format"]["type"] == "json_schema"
+    else:  # the Anthropic provider asks a model id it does not know for a forced call of a `json` tool
+        assert asked["tool_choice"] == "required" and [t["function"]["name"] for t in asked["tools"]] == ["json"]

@@ -107,7 +107,7 @@ KINDS: dict[str, ProviderKind] = {
                      options=("api_version", "auth", "tenant_id", "client_id", "scope", "authority_host",
                               "disable_instance_discovery")),
         ProviderKind("anthropic", "Anthropic", AnthropicMessagesAdapter(), "https://api.anthropic.com",
-                     "https://docs.anthropic.com/en/api/messages"),
+                     "https://docs.anthropic.com/en/api/messages", options=("message_threads",)),
         ProviderKind("gemini", "Google Gemini", GeminiAdapter(), "https://generativelanguage.googleapis.com/v1beta",
                      "https://ai.google.dev/api/generate-content", options=_GEMINI_THINKING),
         ProviderKind("vertex-ai", "Google Cloud Vertex AI", VertexAdapter(), "https://aiplatform.googleapis.com",

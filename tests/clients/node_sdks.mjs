@@ -6,7 +6,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { betaTool } from '@anthropic-ai/sdk/helpers/beta/json-schema';
-import { generateText, jsonSchema, stepCountIs, streamText, tool } from 'ai';
+import { generateObject, generateText, jsonSchema, stepCountIs, streamObject, streamText, tool } from 'ai';
 import OpenAI from 'openai';
 
 const { GATEWAY_URL, GATEWAY_KEY, GATEWAY_MODEL } = process.env;
@@ -84,10 +84,30 @@ async function aiSdk(provider) {
   };
 }
 
+async function aiSdkObject(provider) {
+  // Structured output: the provider asks for the schema its own way (Claude's output_config.format or a forced
+  // tool; OpenAI's response_format json_schema), and the SDK validates the answer against it.
+  const model = provider === 'anthropic'
+    ? createAnthropic({ baseURL: `${GATEWAY_URL}/alt/v1`, apiKey: GATEWAY_KEY })(GATEWAY_MODEL)
+    : createOpenAI({ baseURL: `${GATEWAY_URL}/v1`, apiKey: GATEWAY_KEY }).chat(GATEWAY_MODEL);
+  const schema = jsonSchema({
+    type: 'object', properties: { city: { type: 'string' }, degrees: { type: 'integer' } },
+    required: ['city', 'degrees'], additionalProperties: false,
+  });
+  const request = { model, schema, prompt: 'The weather in Paris, as an object.', maxRetries: 0 };
+  const generated = await generateObject(request);
+  const streamed = streamObject(request);
+  let partials = 0;
+  for await (const partial of streamed.partialObjectStream) partials += partial ? 1 : 0;
+  return { generated: generated.object, streamed: await streamed.object, partials };
+}
+
 const clients = {
   'anthropic-sdk': anthropicSdk,
   'openai-sdk': openaiSdk,
   'ai-sdk-anthropic': () => aiSdk('anthropic'),
   'ai-sdk-openai-chat': () => aiSdk('openai-chat'),
+  'ai-sdk-object-anthropic': () => aiSdkObject('anthropic'),
+  'ai-sdk-object-openai-chat': () => aiSdkObject('openai-chat'),
 };
 console.log(JSON.stringify(await clients[process.argv[2]]()));

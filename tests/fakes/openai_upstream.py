@@ -234,7 +234,11 @@ class FakeOpenAI(FakeUpstream):
             return self.script(body)
         text = _last_user_text(body["messages"])
         tools = body.get("tools") or []
-        if tools and text.startswith("call tool") and body.get("tool_choice") != "none":
+        choice = body.get("tool_choice")
+        if isinstance(choice, dict):  # the model must call the named one; with "required" any (here: all)
+            tools = [t for t in tools if t["function"]["name"] == (choice.get("function") or {}).get("name")][:1]
+        if tools and (text.startswith("call tool") or choice == "required" or isinstance(choice, dict)) \
+                and choice != "none":
             calls = [
                 {"id": f"call_{i}", "type": "function",
                  "function": {"name": t["function"]["name"],
