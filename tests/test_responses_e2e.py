@@ -466,26 +466,38 @@ async def test_a_converted_response_echoes_the_tools_as_sent_streamed_or_not(gat
     assert resp.metadata == {"k": "v"}
 
 
+ASK = {"role": "user", "content": "what does hi mean?"}
+
+
+async def speak_then_call(api: AsyncOpenAI, upstream, stream: bool):
+    """The first step of a tool loop whose model speaks before its call: the (message, call) items it answers."""
+    upstream.script = lambda body: ("Let me look that up.", [{
+        "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "hi"}'}}],
+        "tool_calls") if len(body["messages"]) == 1 else ("It means hello.", [], "stop")
+    if stream:
+        async with api.responses.stream(model="gpt-test", input=[ASK], tools=[LOOKUP]) as events:
+            first = await events.get_final_response()
+    else:
+        first = await api.responses.create(model="gpt-test", input=[ASK], tools=[LOOKUP])
+    said, call = first.output
+    return said, call
+
+
+def next_step(said, call) -> list:
+    """The next step's input as the AI SDK sends it: the message referred to by its id, the call, its output."""
+    return [ASK, {"type": "item_reference", "id": said.id}, call.model_dump(exclude_none=True),
+            {"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}]
+
+
 # The AI SDK's `openai(model)` stores by default and sends the assistant's text and reasoning of the step before
 # as item references (@ai-sdk/openai 3.0, convertToOpenAIResponsesInput); tests/test_responses_clients.py runs it.
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_reference_to_an_item_of_a_converted_answer_reads_it_back(gateway, openai_upstream, stream):
     wired = await wire_chat(gateway, openai_upstream)
     api = client(gateway, wired.key)
-    openai_upstream.script = lambda body: ("Let me look that up.", [{
-        "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "hi"}'}}],
-        "tool_calls") if len(body["messages"]) == 1 else ("It means hello.", [], "stop")
-    ask = {"role": "user", "content": "what does hi mean?"}
-    if stream:
-        async with api.responses.stream(model="gpt-test", input=[ask], tools=[LOOKUP]) as events:
-            first = await events.get_final_response()
-    else:
-        first = await api.responses.create(model="gpt-test", input=[ask], tools=[LOOKUP])
-    said, call = first.output
+    said, call = await speak_then_call(api, openai_upstream, stream)
     assert said.type == "message" and call.type == "function_call"
-    second = await api.responses.create(model="gpt-test", tools=[LOOKUP], input=[
-        ask, {"type": "item_reference", "id": said.id}, call.model_dump(exclude_none=True),
-        {"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}])
+    second = await api.responses.create(model="gpt-test", tools=[LOOKUP], input=next_step(said, call))
     assert second.output_text == "It means hello."
     assistant = openai_upstream.last.json()["messages"][1]
     assert assistant["content"] == "Let me look that up."  # the referenced message, read back

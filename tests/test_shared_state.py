@@ -398,28 +398,19 @@ async def test_a_large_bucket_is_taken_in_small_leases_and_still_not_exceeded(pr
 async def test_an_item_reference_reads_back_on_the_other_instance(tmp_path, prefix, openai_upstream, stream):
     from openai import AsyncOpenAI
 
+    from tests.test_responses_e2e import LOOKUP, next_step, speak_then_call
+
     first, second = await start_pair(shared_settings(tmp_path, prefix))
     try:
         wired = await first.wire(openai_upstream.base_url, ["gpt-test"])  # openai-compatible: converted
         await second.runtime.refresh()
-        openai_upstream.script = lambda body: ("Let me look that up.", [{
-            "id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"word": "hi"}'}}],
-            "tool_calls") if len(body["messages"]) == 1 else ("It means hello.", [], "stop")
-        lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
-        ask = {"role": "user", "content": "what does hi mean?"}
         one, other = (AsyncOpenAI(base_url=f"{instance.url}/v1", api_key=wired.key, max_retries=0)
                       for instance in (first, second))
-        if stream:
-            async with one.responses.stream(model="gpt-test", input=[ask], tools=[lookup]) as events:
-                answer = await events.get_final_response()
-        else:
-            answer = await one.responses.create(model="gpt-test", input=[ask], tools=[lookup])
-        said, call = answer.output
-        step = [ask, {"type": "item_reference", "id": said.id}, call.model_dump(exclude_none=True),
-                {"type": "function_call_output", "call_id": call.call_id, "output": "a greeting"}]
-        counted = await other.responses.input_tokens.count(model="gpt-test", input=step, tools=[lookup])
+        said, call = await speak_then_call(one, openai_upstream, stream)
+        step = next_step(said, call)
+        counted = await other.responses.input_tokens.count(model="gpt-test", input=step, tools=[LOOKUP])
         assert counted.input_tokens > 0
-        assert (await other.responses.create(model="gpt-test", input=step, tools=[lookup])).output_text == \
+        assert (await other.responses.create(model="gpt-test", input=step, tools=[LOOKUP])).output_text == \
             "It means hello."
         assert openai_upstream.last.json()["messages"][1]["content"] == "Let me look that up."
     finally:
