@@ -24,6 +24,7 @@ from tests.fakes.anthropic_upstream import API_KEY, FakeAnthropic, Reply
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
 from tests.fakes.openai_upstream import FakeOpenAI
+from tests.fakes.vertex_upstream import LOCATION, PROJECT, FakeVertexClaude
 
 CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "claude"
 # The default model of the pinned CLI release (tests/agents/package.json), seen in its first request.
@@ -65,17 +66,31 @@ def _tool_results(messages: list[dict[str, Any]]) -> int:
 
 # The scripted upstreams below answer by `turn` (tool names offered, tool results so far, workdir) -> (text,
 # calls); tests/test_opencode_e2e.py gives them its own.
-class ScriptedAnthropic(FakeAnthropic):
+class _ScriptedClaude:
     turn = staticmethod(_agent_turn)
+    workdir: Path
 
+    def _auto_reply(self, body: dict[str, Any]) -> Reply:
+        text, calls = self.turn({t.get("name") for t in body.get("tools") or []},
+                                _tool_results(body["messages"]), self.workdir)
+        return Reply(text=text, tool_uses=calls)
+
+
+class ScriptedAnthropic(_ScriptedClaude, FakeAnthropic):
     def __init__(self, workdir: Path) -> None:
         super().__init__(models=(DEFAULT_MODEL,))
         self.workdir = workdir
 
-    def _auto_reply(self, body: dict[str, Any]) -> Reply:
-        text, calls = self.turn({t.get("name") for t in body.get("tools") or []},
-                                  _tool_results(body["messages"]), self.workdir)
-        return Reply(text=text, tool_uses=calls)
+
+class ScriptedVertexClaude(_ScriptedClaude, FakeVertexClaude):
+    def __init__(self, workdir: Path, model: str) -> None:
+        super().__init__(models=(model.split("@", 1)[0],))
+        self.workdir = workdir
+
+    def offered(self) -> list[set[str]]:
+        """The tool names of each request this fake answered."""
+        return [{t["name"] for t in r.json().get("tools") or []} for r in self.requests
+                if r.path.endswith("Predict") and "count-tokens" not in r.path]
 
 
 class ScriptedOpenAI(FakeOpenAI):
@@ -219,14 +234,22 @@ async def test_claude_code_on_a_chat_completions_channel(gateway, dirs, reasonin
 
 # Gemini 3.8 Flash signs its function calls and checks them on the next step (tests/fakes/gemini_upstream.py);
 # Converse checks the body against the service model (botocore) and its own rules.
+# Claude on Vertex AI: the CLI's requests taken apart and built again for the vendor's own rules, behind Google's
+# URLs and a service account's tokens (tests/fakes/vertex_upstream.py).
 @pytest.mark.parametrize("kind,model", [("gemini", "gemini-2.5-flash"), ("gemini", "gemini-3.8-flash"),
-                                        ("aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0")])
+                                        ("aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0"),
+                                        ("vertex-ai", "claude-sonnet-4-5@20250929")])
 async def test_claude_code_on_another_vendor_s_channel(gateway, dirs, kind, model):
     workdir, home = dirs
-    upstream = await {"gemini": ScriptedGemini, "aws-bedrock": ScriptedBedrock}[kind](workdir, model).start()
+    fake = {"gemini": ScriptedGemini, "aws-bedrock": ScriptedBedrock, "vertex-ai": ScriptedVertexClaude}[kind]
+    upstream = await fake(workdir, model).start()
+    if kind == "vertex-ai":
+        keys, options = (orjson.dumps(upstream.service_account).decode(),), {"project": PROJECT, "location": LOCATION}
+    else:
+        keys, options = (upstream.api_key,), None
     try:
         wired = await gateway.wire(upstream.base_url, [{"model_id": "team-model", "upstream_model": model}],
-                                   kind=kind, upstream_keys=(upstream.api_key,), name=kind)
+                                   kind=kind, upstream_keys=keys, name=kind, options=options)
         events = await run_claude(gateway.url, wired.key, workdir, home, model="team-model")
         assert_task_done(events, workdir)
         # Every request with the CLI's whole tool set and its history passed the vendor's checks.

@@ -28,6 +28,7 @@ from modelgate.providers.base import Endpoint, prepare
 from modelgate.providers.registry import KINDS
 from tests.fakes.local_server import LocalServer
 from tests.fakes.upstream_base import decode_stream, send
+from tests.fakes.vertex_upstream import service_account
 
 _ids = itertools.count(1)
 
@@ -471,21 +472,6 @@ def test_azure_key_auth_and_dated_api_unchanged():
 
 # --- Google Cloud Vertex AI through google-auth --------------------------------------------
 
-def _service_account(token_uri: str) -> tuple[dict[str, str], bytes]:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.NoEncryption()).decode()
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
-    info = {"type": "service_account", "project_id": "proj-1", "private_key_id": "kid-1", "private_key": pem,
-            "client_email": "gateway@proj-1.iam.gserviceaccount.com", "client_id": "1",
-            "token_uri": token_uri}
-    return info, public
-
-
 async def test_vertex_gemini_and_claude_with_a_service_account_key():
     from google.auth import jwt
 
@@ -533,7 +519,7 @@ async def test_vertex_gemini_and_claude_with_a_service_account_key():
                                   "modelVersion": "gemini-2.5-flash"})
 
     async with LocalServer([web.post("/token", token), web.post("/{tail:.*}", predict)]) as server:
-        info, public["pem"] = _service_account(server.url + "/token")
+        info, public["pem"] = service_account(server.url + "/token")
         adapter = KINDS["vertex-ai"].adapter
         ep = endpoint("vertex-ai", server.url, {"location": "us-east5"}, key=orjson.dumps(info).decode())
         await prepare(adapter, ep)
@@ -592,7 +578,7 @@ async def test_vertex_counts_with_the_count_endpoints_of_claude_and_gemini():
     req = ChatRequest("m", [Message("user", [TextPart("hello")])], system=["be brief"], max_tokens=64,
                       temperature=0.5)
     async with LocalServer([web.post("/token", token), web.post("/{tail:.*}", count)]) as server:
-        info, _ = _service_account(server.url + "/token")
+        info, _ = service_account(server.url + "/token")
         adapter = KINDS["vertex-ai"].adapter
         ep = endpoint("vertex-ai", server.url, {"location": "us-east5"}, key=orjson.dumps(info).decode())
         await prepare(adapter, ep)
@@ -694,7 +680,7 @@ async def test_vertex_with_application_default_credentials(monkeypatch, tmp_path
                                                   "finishReason": "STOP"}]})
 
     async with LocalServer([web.post("/token", token), web.post("/{tail:.*}", predict)]) as server:
-        info, _ = _service_account(server.url + "/token")
+        info, _ = service_account(server.url + "/token")
         key_file = tmp_path / "adc.json"
         key_file.write_bytes(orjson.dumps(info))
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key_file))

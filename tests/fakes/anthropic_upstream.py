@@ -374,14 +374,20 @@ class FakeAnthropic(FakeUpstream):
                     "invalid_request_error", f"messages.{i}.role: Input should be 'user' or 'assistant'"), 400)
         return None
 
+    async def _request_body(self, request: web.Request) -> Any:
+        """The request's JSON body in the vendor API's own form (tests/fakes/vertex_upstream.py: Vertex's)."""
+        try:
+            return json.loads(await request.read())
+        except ValueError:
+            return json_response(error_body("invalid_request_error", "There was an issue with your request body"), 400)
+
     async def _read_body(self, request: web.Request, required: tuple[str, ...]) -> Any:
         refused = self._refuse(request)
         if refused:
             return refused
-        try:
-            body = json.loads(await request.read())
-        except ValueError:
-            return json_response(error_body("invalid_request_error", "There was an issue with your request body"), 400)
+        body = await self._request_body(request)
+        if isinstance(body, web.Response):
+            return body
         for name in required:
             if name not in body:
                 return json_response(error_body("invalid_request_error", f"{name}: Field required"), 400)
