@@ -54,3 +54,31 @@ def test_an_item_another_process_kept_reads_back_for_what_is_left_of_its_hour():
     assert not memory.holds("msg_3") and written == written[:1], "an item read back is not written again"
     clock.now += 11
     assert not memory.holds("msg_2") and memory.holds("msg_1")
+
+
+async def test_one_request_reads_at_most_a_bounded_number_of_items_from_redis():
+    from modelgate.config import Settings
+    from modelgate.shared.items import MAX_READ, SharedItems
+    from modelgate.shared.redis_link import RedisLink
+
+    commands: list[tuple[str, str]] = []
+
+    class Pipeline:
+        def get(self, key: str) -> None:
+            commands.append(("get", key))
+
+        def pttl(self, key: str) -> None:
+            commands.append(("pttl", key))
+
+        async def execute(self) -> list:
+            return [None] * len(commands)
+
+    class Client:
+        def pipeline(self, transaction: bool = True) -> Pipeline:
+            return Pipeline()
+
+    memory = ItemMemory()
+    SharedItems(memory, RedisLink(Settings(redis_url="redis://unused", redis_prefix="p:"), client=Client()))
+    assert memory.fetch is not None
+    await memory.fetch([f"msg_{i}" for i in range(MAX_READ + 500)] + ["msg_0"] * 10)
+    assert len(commands) == 2 * MAX_READ and commands[0] == ("get", "p:item:msg_0")

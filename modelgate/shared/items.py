@@ -22,6 +22,10 @@ from modelgate.shared.redis_link import RedisLink, RedisUnavailable
 log = logging.getLogger("modelgate.redis")
 
 MAX_WRITES_IN_FLIGHT = 256  # beyond, an answer's items stay in this process (Redis is too slow to keep up)
+# The most references one request reads from Redis (a long AI SDK loop refers to each earlier step's text and
+# reasoning: hundreds); the rest are refused as references to items nobody holds. One body must not become
+# an unbounded pipeline.
+MAX_READ = 1000
 
 
 class SharedItems:
@@ -55,6 +59,8 @@ class SharedItems:
 
     async def load(self, ids: list[str]) -> None:
         """Read the items of `ids` that another process kept into this one's memory."""
+        ids = list(dict.fromkeys(ids))[:MAX_READ]
+
         async def read(client: Any) -> Any:
             pipe = client.pipeline(transaction=False)
             for item_id in ids:
