@@ -86,29 +86,52 @@ async def start_upstream(route: str, workdir: Path):
 
 @pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
 async def test_opencode_runs_a_task_through_the_gateway(gateway, tmp_path, route):
+    await task_on(gateway, tmp_path, route, orjson.loads(readme_config(f"{gateway.url}/v1", "team-coder")))
+
+
+# opencode's Anthropic provider (`@ai-sdk/anthropic`) pointed at `{gateway}/alt/v1` speaks the messages protocol:
+# passed through to an `anthropic` channel, converted to a chat one.
+@pytest.mark.parametrize("route", ["anthropic", "chat"])
+async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route):
+    provider = {"npm": "@ai-sdk/anthropic", "name": "modelgate",
+                "options": {"baseURL": f"{gateway.url}/alt/v1", "apiKey": "{env:MODELGATE_API_KEY}"},
+                "models": {"team-coder": {"name": "team-coder", "tool_call": True}}}
+    upstream = await task_on(gateway, tmp_path, route, {"provider": {"modelgate": provider},
+                                                        "model": "modelgate/team-coder"})
+    expected = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions"}[route]
+    assert any(r.path == expected for r in upstream.requests)
+
+
+async def task_on(gateway, tmp_path, route: str, config: dict):
+    """Wire a scripted upstream of `route`, run the task with opencode configured by `config`; the upstream."""
     workdir, home = tmp_path / "work", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
     upstream, model, wiring = await start_upstream(route, workdir)
     try:
         wired = await gateway.wire(upstream.base_url, [model], **wiring)
-        config = orjson.loads(readme_config(f"{gateway.url}/v1", "team-coder"))
-        config["permission"] = {"bash": "allow"}  # a headless run asks no one
-        (workdir / "opencode.json").write_text(orjson.dumps(config).decode())
-        env = {"PATH": os.environ["PATH"], "HOME": str(home), "MODELGATE_API_KEY": wired.key,
-               "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
-        code, out, err = await run([str(CLI), "run", "--pure", "--format", "json",
-                                    "Write hello.txt and notes.txt, then count the bytes of hello.txt"], env, workdir)
-        assert code == 0, err[-3000:]
-        events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
-        texts = [e["part"]["text"] for e in events if e.get("type") == "text"]
-        assert texts[-1] == DONE, (texts, err[-2000:])
-        tools = [e["part"] for e in events if e.get("type") == "tool_use"]
-        assert [t["state"]["status"] for t in tools] == ["completed"] * 3
-        assert (workdir / "hello.txt").read_text() == CONTENT and (workdir / "notes.txt").read_text() == NOTES
-        assert (workdir / "count.txt").read_text().strip() == str(len(CONTENT))
-        finished = [e["part"] for e in events if e.get("type") == "step_finish"]
-        assert all(step["tokens"]["output"] > 0 for step in finished)  # usage reached it on every step
+        await run_task(config, wired.key, workdir, home)
+        return upstream
     finally:
         await upstream.close()
         shutil.rmtree(home, ignore_errors=True)
+
+
+async def run_task(config: dict, key: str, workdir: Path, home: Path) -> None:
+    """Run opencode headless with `config` and check the task got done, its usage seen on every step."""
+    config["permission"] = {"bash": "allow"}  # a headless run asks no one
+    (workdir / "opencode.json").write_text(orjson.dumps(config).decode())
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "MODELGATE_API_KEY": key,
+           "OPENCODE_DISABLE_AUTOUPDATE": "1", "OPENCODE_DISABLE_MODELS_FETCH": "1"}
+    code, out, err = await run([str(CLI), "run", "--pure", "--format", "json",
+                                "Write hello.txt and notes.txt, then count the bytes of hello.txt"], env, workdir)
+    assert code == 0, err[-3000:]
+    events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
+    texts = [e["part"]["text"] for e in events if e.get("type") == "text"]
+    assert texts[-1] == DONE, (texts, err[-2000:])
+    tools = [e["part"] for e in events if e.get("type") == "tool_use"]
+    assert [t["state"]["status"] for t in tools] == ["completed"] * 3
+    assert (workdir / "hello.txt").read_text() == CONTENT and (workdir / "notes.txt").read_text() == NOTES
+    assert (workdir / "count.txt").read_text().strip() == str(len(CONTENT))
+    finished = [e["part"] for e in events if e.get("type") == "step_finish"]
+    assert all(step["tokens"]["output"] > 0 for step in finished)
