@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 from openai import AsyncOpenAI
 
@@ -371,3 +372,26 @@ def test_otherwise_the_answer_s_json_is_asked_for_in_words(response_format, mode
     assert output_schema(asking(response_format), model) is None
     body = bedrock.build_body(asking(response_format), f"anthropic.{model}-v1:0")
     assert "outputConfig" not in body and "JSON" in body["system"][-1]["text"]
+
+
+@pytest.mark.parametrize("options, native", [({}, False), ({"claude_structured_outputs": True}, True)])
+async def test_claude_on_vertex_gets_structured_outputs_only_where_the_policy_allows_them(options, native):
+    from modelgate.providers.base import Endpoint, prepare
+    from modelgate.providers.vertex import VertexAdapter
+    from tests.fakes.upstream_base import send
+    from tests.fakes.vertex_upstream import LOCATION, PROJECT, FakeVertexClaude
+
+    fake = await FakeVertexClaude().start()
+    try:
+        endpoint = Endpoint("p1:k1", 1, 1, "vertex-ai", fake.origin, orjson.dumps(fake.service_account).decode(),
+                            {"project": PROJECT, "location": LOCATION, **options})
+        adapter = VertexAdapter()
+        await prepare(adapter, endpoint)
+        request = adapter.build_request(asking(as_format({"type": "object", "properties": {}})),
+                                        "claude-sonnet-4-5@20250929", endpoint)
+        status, _, answer = await send(request)
+    finally:
+        await fake.close()
+    body = orjson.loads(request.body)
+    assert ("format" in body.get("output_config", {})) is native and ("system" in body) is not native
+    assert status == 200 and (adapter.parse_response(answer).parts[0].text == "{}") is native  # JSON of the schema

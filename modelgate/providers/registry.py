@@ -116,7 +116,7 @@ KINDS: dict[str, ProviderKind] = {
                      base_url_note="key: a service-account key file's JSON, or none for application-default "
                                    "credentials; options.project, options.location (default global); "
                                    "claude-* models go to the anthropic publisher",
-                     options=("project", "location", *_GEMINI_THINKING)),
+                     options=("project", "location", "claude_structured_outputs", *_GEMINI_THINKING)),
         ProviderKind("aws-bedrock", "AWS Bedrock", BedrockAdapter(), "https://bedrock-runtime.us-east-1.amazonaws.com",
                      "https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html",
                      base_url_note="https://bedrock-runtime.{region}.amazonaws.com (the signing region is taken "

@@ -85,8 +85,10 @@ class VertexAdapter:
         model = upstream_model.removeprefix("models/")
         prefix = self._publishers(endpoint)
         if _claude(model):
-            # structured outputs are off by default there (the organisation policy allowedPartnerModelFeatures)
-            body = anthropic_messages.messages_body(req, model, structured_outputs=False)
+            # Claude's structured outputs are off unless the organisation policy allowedPartnerModelFeatures allows
+            # them (Google's "Structured outputs with Anthropic Claude models"): the admin says so per provider.
+            body = anthropic_messages.messages_body(
+                req, model, structured_outputs=endpoint.options.get("claude_structured_outputs") is True)
             body.pop("model", None)
             body["anthropic_version"] = VERTEX_ANTHROPIC_VERSION
             method = "streamRawPredict" if req.stream else "rawPredict"
