@@ -333,6 +333,7 @@ def test_a_schema_in_the_structured_output_subset_as_the_vendor_s_sdks_send_one(
             "name": {"type": "string", "minLength": 2, "description": "Who"},
             "when": {"type": "string", "format": "date-time"},
             "site": {"type": "string", "format": "hostname-ish"},
+            "odd": {"type": "string", "format": ["not", "a", "name"]},
             "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 5},
             "note": {"type": ["string", "null"]},
             "kind": {"enum": ["a", "b"]},
@@ -350,6 +351,7 @@ def test_a_schema_in_the_structured_output_subset_as_the_vendor_s_sdks_send_one(
             "name": {"description": "Who\n\n{minLength: 2}", "type": "string"},
             "when": {"type": "string", "format": "date-time"},
             "site": {"type": "string", "description": '{format: "hostname-ish"}'},
+            "odd": {"type": "string", "description": '{format: ["not","a","name"]}'},
             "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1, "description": "{maxItems: 5}"},
             "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
             "kind": {"enum": ["a", "b"]},
@@ -363,6 +365,8 @@ def test_a_schema_in_the_structured_output_subset_as_the_vendor_s_sdks_send_one(
 
 @pytest.mark.parametrize("response_format, model", [
     (as_format({"type": "object", "properties": {"any": {}}}), "claude-sonnet-4-5"),  # a typeless node: no form
+    (as_format({"type": ["string", "null"], "anyOf": [{"type": "string"}]}), "claude-sonnet-4-5"),
+    (as_format({"type": {"not": "a type"}}), "claude-sonnet-4-5"),
     (as_format({"type": "object"}), "claude-sonnet-4-20250514"),  # before 4.5
     (as_format({"type": "object"}), "claude-3-7-sonnet-20250219"),
     (as_format({"type": "object"}), "operators-alias"),  # no generation named

@@ -186,9 +186,9 @@ def _structured(node: Any) -> dict[str, Any]:
     if kind is None:
         if not {"enum", "const", "anyOf", "allOf"} & out.keys():
             raise _Unsayable
-    elif kind in _SCHEMA_TYPES:
+    elif isinstance(kind, str) and kind in _SCHEMA_TYPES:
         out["type"] = kind
-    else:
+    else:  # an unknown type, or a type list beside a union
         raise _Unsayable
     if kind == "object":
         properties = rest.pop("properties", {})
@@ -199,7 +199,7 @@ def _structured(node: Any) -> dict[str, Any]:
         out["additionalProperties"] = False
         if isinstance(rest.get("required"), list):
             out["required"] = rest.pop("required")
-    elif kind == "string" and rest.get("format") in _STRING_FORMATS:
+    elif kind == "string" and isinstance(rest.get("format"), str) and rest["format"] in _STRING_FORMATS:
         out["format"] = rest.pop("format")
     elif kind == "array":
         if isinstance(rest.get("items"), dict):
