@@ -1,4 +1,4 @@
-"""The real opencode CLI (npm `opencode-ai`, installed by `make agent-clis` from tests/agents/package.json)
+"""The real opencode CLI (its npm build for Linux x64, installed by `make agent-clis` from tests/agents/package.json)
 against the gateway, configured as the README says ("Use with opencode"): a provider of
 `@ai-sdk/openai-compatible` whose `baseURL` is `{gateway}/v1`, with a gateway key.
 
@@ -22,13 +22,23 @@ from tests.fakes.anthropic_upstream import API_KEY
 from tests.test_claude_code_e2e import ScriptedAnthropic, ScriptedBedrock, ScriptedGemini, ScriptedOpenAI
 from tests.test_responses_clients import run
 
-CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "opencode"
+def _cli() -> Path:
+    """opencode's Linux x64 build, as its npm wrapper would pick it: the baseline one for CPUs without AVX2."""
+    try:
+        avx2 = "avx2" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        avx2 = False
+    build = "opencode-linux-x64" if avx2 else "opencode-linux-x64-baseline"
+    return Path(__file__).parent / "agents" / "node_modules" / build / "bin" / "opencode"
+
+
+CLI = _cli()
 CONTENT, NOTES = "hello from the gateway\n", "written beside it\n"
 DONE = "Task complete: hello.txt written and counted."
 
 pytestmark = pytest.mark.skipif(
     not os.access(CLI, os.X_OK),
-    reason=f"opencode CLI not installed at {CLI} (run `make agent-clis`; it needs the npm registry)")
+    reason=f"opencode CLI not installed at {CLI} (run `make agent-clis` on Linux x64; it needs the npm registry)")
 
 
 def readme_config(base_url: str, model: str) -> str:
