@@ -64,12 +64,18 @@ def _tool_results(messages: list[dict[str, Any]]) -> int:
     return count
 
 
-# The scripted upstreams below answer by `turn` (tool names offered, tool results so far, workdir) -> (text,
-# calls); tests/test_opencode_e2e.py gives them its own.
-class _ScriptedClaude:
-    turn = staticmethod(_agent_turn)
-    workdir: Path
+class _Scripted:
+    """A fake upstream of `model` that answers by `turn` (tool names offered, tool results so far, workdir) ->
+    (text, calls); tests/test_opencode_e2e.py gives the subclasses below its own."""
 
+    turn = staticmethod(_agent_turn)
+
+    def __init__(self, workdir: Path, model: str) -> None:
+        super().__init__(models=(model,))  # the fake upstream's own constructor
+        self.workdir = workdir
+
+
+class _ScriptedClaude(_Scripted):
     def _auto_reply(self, body: dict[str, Any]) -> Reply:
         text, calls = self.turn({t.get("name") for t in body.get("tools") or []},
                                 _tool_results(body["messages"]), self.workdir)
@@ -78,14 +84,12 @@ class _ScriptedClaude:
 
 class ScriptedAnthropic(_ScriptedClaude, FakeAnthropic):
     def __init__(self, workdir: Path) -> None:
-        super().__init__(models=(DEFAULT_MODEL,))
-        self.workdir = workdir
+        super().__init__(workdir, DEFAULT_MODEL)
 
 
 class ScriptedVertexClaude(_ScriptedClaude, FakeVertexClaude):
     def __init__(self, workdir: Path, model: str) -> None:
-        super().__init__(models=(model.split("@", 1)[0],))
-        self.workdir = workdir
+        super().__init__(workdir, model.split("@", 1)[0])  # its rules are the model's, whatever snapshot
 
     def offered(self) -> list[set[str]]:
         """The tool names of each request this fake answered."""
@@ -93,12 +97,9 @@ class ScriptedVertexClaude(_ScriptedClaude, FakeVertexClaude):
                 if r.path.endswith("Predict") and "count-tokens" not in r.path]
 
 
-class ScriptedOpenAI(FakeOpenAI):
-    turn = staticmethod(_agent_turn)
-
+class ScriptedOpenAI(_Scripted, FakeOpenAI):
     def __init__(self, workdir: Path) -> None:
-        super().__init__(models=("gpt-test",))
-        self.workdir = workdir
+        super().__init__(workdir, "gpt-test")
 
     def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
         names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
@@ -109,13 +110,7 @@ class ScriptedOpenAI(FakeOpenAI):
         return text, tool_calls, "tool_calls" if tool_calls else "stop"
 
 
-class ScriptedGemini(FakeGemini):
-    turn = staticmethod(_agent_turn)
-
-    def __init__(self, workdir: Path, model: str) -> None:
-        super().__init__(models=(model,))
-        self.workdir = workdir
-
+class ScriptedGemini(_Scripted, FakeGemini):
     def offered(self) -> list[set[str]]:
         """The tool names of each request this fake answered."""
         return [{d["name"] for t in r.json().get("tools") or [] for d in t["functionDeclarations"]}
@@ -128,13 +123,7 @@ class ScriptedGemini(FakeGemini):
         return [{"text": text}] + [{"functionCall": {"name": name, "args": args}} for name, args in calls]
 
 
-class ScriptedBedrock(FakeBedrock):
-    turn = staticmethod(_agent_turn)
-
-    def __init__(self, workdir: Path, model: str) -> None:
-        super().__init__(models=(model,))
-        self.workdir = workdir
-
+class ScriptedBedrock(_Scripted, FakeBedrock):
     def offered(self) -> list[set[str]]:
         """The tool names of each request this fake answered."""
         return [{t["toolSpec"]["name"] for t in (b.get("toolConfig") or {}).get("tools") or []} for b in self.bodies]
