@@ -240,10 +240,10 @@ def test_text_and_tool_stream_is_the_vendor_sequence():
         "response.output_text.delta", "response.output_text.done", "response.content_part.done",
         "response.output_item.done",
         "response.output_item.added", "response.function_call_arguments.delta",
-        "response.function_call_arguments.delta", "response.output_item.added",
-        "response.function_call_arguments.done", "response.output_item.done",
         "response.function_call_arguments.delta", "response.function_call_arguments.done",
-        "response.output_item.done",
+        "response.output_item.done",  # one item at a time, as the vendor streams them
+        "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done",
         "response.completed",
     ]
     for event in events:
@@ -375,6 +375,7 @@ def test_any_ir_stream_becomes_a_well_formed_typed_stream(ir_events):
         index = event.get("output_index")
         if event["type"] == "response.output_item.added":
             assert index == len(open_items)  # items are numbered in the order they open
+            assert set(open_items) == set(done)  # one at a time: the one before is done (the vendor's order)
             open_items[index] = event["item"]["id"]
         elif event["type"] == "response.output_item.done":
             assert index in open_items and index not in done

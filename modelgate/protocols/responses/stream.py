@@ -11,10 +11,14 @@ A converted stream is the vendor's sequence, each event numbered by `sequence_nu
     response.completed (or response.incomplete for a length / content-filter stop) with usage,
     or response.failed when the upstream fails after the first byte.
 
-Events are written as the IR events arrive; nothing waits for the end of the stream. Every
-event names its item (`output_index`, `item_id`), so calls whose argument fragments an
-upstream interleaves stay open side by side; a message or reasoning item closes as soon as
-anything else arrives.
+The vendor streams one output item at a time: added, deltas, done, then the next, and clients rely on
+it (pi reads every argument delta into the latest item, whatever `item_id` it names). A chat-completions
+upstream may interleave text and several tool calls, so items open in arrival order and an event for an
+item that cannot open yet is held back, as the messages encoder does:
+- a message or reasoning item closes as soon as anything else arrives;
+- a function call closes once its arguments so far are complete JSON (the usual sequential tool-call
+  stream); until then later items' events wait in a queue, released in order when it completes or the
+  stream ends. Only interleaving upstreams ever wait.
 """
 
 from __future__ import annotations
@@ -90,8 +94,11 @@ class ResponsesStreamEncoder:
         self._seq = 0
         self._output: list[dict[str, Any] | None] = []  # finished items by output_index
         self._text: _Item | None = None  # the open message or reasoning item
-        self._calls: dict[int, _Item] = {}  # open function calls by IR tool index
+        self._call: _Item | None = None  # the open function call
+        self._call_index = -1  # its IR tool index
         self._seen_calls: set[int] = set()
+        self._closed_calls: set[int] = set()
+        self._queue: list[StreamEvent] = []  # events of items that cannot open yet
 
     def keepalive(self) -> bytes:
         return KEEPALIVE
@@ -109,22 +116,10 @@ class ResponsesStreamEncoder:
             self.usage = self.usage.merged(event.usage)
         if not isinstance(event, UsageUpdate):
             self._start(out)
-        if isinstance(event, TextDelta):
-            if event.text:
-                self._text_delta("message", event.text, None, out)
-        elif isinstance(event, ThinkingDelta):
-            if event.text or event.signature:
-                self._text_delta("reasoning", event.text, event.signature, out)
-        elif isinstance(event, ToolCallStart):
-            self._call_start(event, out)
-        elif isinstance(event, ToolCallDelta):
-            call = self._calls.get(event.index)
-            if call is not None and event.arguments:
-                call.chunks.append(event.arguments)
-                if not self._custom(call):  # a custom tool's raw input is known once its arguments are whole
-                    out.append(self._event("response.function_call_arguments.delta", {
-                        "item_id": call.id, "output_index": call.index, "delta": event.arguments}))
+        if isinstance(event, (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)):
+            self._route(event, out)
         elif isinstance(event, StreamEnd):
+            self._drain(out, force=True)
             self._close_all(out)
             self.finished = True
             status = final_status(event.stop_reason)
@@ -166,37 +161,96 @@ class ResponsesStreamEncoder:
         self._output.append(None)
         return item
 
-    def _text_delta(self, kind: str, text: str, signature: str | None, out: list[bytes]) -> None:
-        item = self._text
-        if item is None or item.kind != kind:
-            self._close_all(out)
-            item = self._text = self._open(kind)
-            if kind == "message":
-                added, part = message_item(item.id, None, "in_progress"), text_part("")
+    def _route(self, event: StreamEvent, out: list[bytes]) -> None:
+        """A live event: register tool calls, place the event, release what it unblocked."""
+        if isinstance(event, ToolCallStart):
+            if event.index in self._seen_calls:
+                return  # a repeated header chunk of a call already seen
+            self._seen_calls.add(event.index)
+        elif isinstance(event, ToolCallDelta) and event.index not in self._seen_calls:
+            return  # arguments without a header: no item to put them in
+        self._place(event, out, force=False)
+        if self._queue and self._can_switch(force=False):
+            self._drain(out, force=False)
+
+    def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
+        if isinstance(event, ToolCallDelta):
+            if event.index in self._closed_calls or not event.arguments:
+                return  # the call's JSON was already complete: its item cannot reopen
+            if self._call is not None and event.index == self._call_index:
+                self._call_delta(self._call, event.arguments, out)
             else:
-                added, part = reasoning_item(item.id, None), {"type": "reasoning_text", "text": ""}
-            out.append(self._event("response.output_item.added", {"output_index": item.index, "item": added}))
-            out.append(self._event("response.content_part.added", {
-                "item_id": item.id, "output_index": item.index, "content_index": 0, "part": part}))
-        if signature:
-            item.signature = signature
-        if text:
-            item.chunks.append(text)
-            delta = "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
+                self._queue.append(event)  # its call waits in the queue: it follows it
+            return
+        elif isinstance(event, (TextDelta, ThinkingDelta)):
+            kind = "message" if isinstance(event, TextDelta) else "reasoning"
+            if not (event.text or (isinstance(event, ThinkingDelta) and event.signature)):
+                return
+            if self._text is not None and self._text.kind == kind:
+                self._text_delta(self._text, event, out)
+                return
+        if self._queue or not self._can_switch(force):
+            self._queue.append(event)
+            return
+        self._close_all(out)
+        if isinstance(event, ToolCallStart):
+            self._call_start(event, out)
+        elif isinstance(event, (TextDelta, ThinkingDelta)):
+            self._text_delta(self._open_text("message" if isinstance(event, TextDelta) else "reasoning", out),
+                             event, out)
+
+    def _can_switch(self, force: bool) -> bool:
+        call = self._call
+        if force or call is None:
+            return True
+        try:
+            orjson.loads(call.text)
+        except orjson.JSONDecodeError:
+            return False
+        return True
+
+    def _drain(self, out: list[bytes], force: bool) -> None:
+        # Events re-queued during a pass keep their order: `_place` queues everything behind the first
+        # event that still has to wait.
+        while self._queue and self._can_switch(force):
+            pending, self._queue = self._queue, []
+            for event in pending:
+                self._place(event, out, force)
+
+    def _open_text(self, kind: str, out: list[bytes]) -> _Item:
+        item = self._text = self._open(kind)
+        if kind == "message":
+            added, part = message_item(item.id, None, "in_progress"), text_part("")
+        else:
+            added, part = reasoning_item(item.id, None), {"type": "reasoning_text", "text": ""}
+        out.append(self._event("response.output_item.added", {"output_index": item.index, "item": added}))
+        out.append(self._event("response.content_part.added", {
+            "item_id": item.id, "output_index": item.index, "content_index": 0, "part": part}))
+        return item
+
+    def _text_delta(self, item: _Item, event: TextDelta | ThinkingDelta, out: list[bytes]) -> None:
+        if isinstance(event, ThinkingDelta) and event.signature:
+            item.signature = event.signature
+        if event.text:
+            item.chunks.append(event.text)
+            delta = "response.output_text.delta" if item.kind == "message" else "response.reasoning_text.delta"
             payload: dict[str, Any] = {"item_id": item.id, "output_index": item.index, "content_index": 0,
-                                       "delta": text}
-            if kind == "message":
+                                       "delta": event.text}
+            if item.kind == "message":
                 payload["logprobs"] = []
             out.append(self._event(delta, payload))
 
     def _call_start(self, event: ToolCallStart, out: list[bytes]) -> None:
-        if event.index in self._seen_calls:
-            return  # a repeated header chunk of a call already open
-        self._seen_calls.add(event.index)
-        self._close_text(out)
-        call = self._calls[event.index] = self._open("function_call", event.id, event.name)
+        call = self._call = self._open("function_call", event.id, event.name)
+        self._call_index = event.index
         added = call_item(call.id, call.call_id, call.name, "", "in_progress", self.forms)
         out.append(self._event("response.output_item.added", {"output_index": call.index, "item": added}))
+
+    def _call_delta(self, call: _Item, arguments: str, out: list[bytes]) -> None:
+        call.chunks.append(arguments)
+        if not self._custom(call):  # a custom tool's raw input is known once its arguments are whole
+            out.append(self._event("response.function_call_arguments.delta", {
+                "item_id": call.id, "output_index": call.index, "delta": arguments}))
 
     def _custom(self, call: _Item) -> bool:
         form = self.forms.get(call.name)
@@ -222,24 +276,28 @@ class ResponsesStreamEncoder:
         self._finish_item(item, done, out)
 
     def _close_all(self, out: list[bytes]) -> None:
+        """Close the open item, whichever it is."""
         self._close_text(out)
-        for call in sorted(self._calls.values(), key=lambda c: c.index):
-            if self._custom(call):
-                done = call.done(self.forms)
-                for kind, field in (("delta", "delta"), ("done", "input")):
-                    out.append(self._event(f"response.custom_tool_call_input.{kind}", {
-                        "item_id": call.id, "output_index": call.index, field: done["input"]}))
-                self._finish_item(call, done, out)
-                continue
-            if not call.chunks:
-                # A call without arguments (`""` from some upstreams) is a call with `{}`.
-                call.chunks.append("{}")
-                out.append(self._event("response.function_call_arguments.delta", {
-                    "item_id": call.id, "output_index": call.index, "delta": "{}"}))
-            out.append(self._event("response.function_call_arguments.done", {
-                "item_id": call.id, "output_index": call.index, "arguments": call.text}))
-            self._finish_item(call, call.done(self.forms), out)
-        self._calls.clear()
+        call = self._call
+        if call is None:
+            return
+        self._call = None
+        self._closed_calls.add(self._call_index)
+        if self._custom(call):
+            done = call.done(self.forms)
+            for kind, field in (("delta", "delta"), ("done", "input")):
+                out.append(self._event(f"response.custom_tool_call_input.{kind}", {
+                    "item_id": call.id, "output_index": call.index, field: done["input"]}))
+            self._finish_item(call, done, out)
+            return
+        if not call.chunks:
+            # A call without arguments (`""` from some upstreams) is a call with `{}`.
+            call.chunks.append("{}")
+            out.append(self._event("response.function_call_arguments.delta", {
+                "item_id": call.id, "output_index": call.index, "delta": "{}"}))
+        out.append(self._event("response.function_call_arguments.done", {
+            "item_id": call.id, "output_index": call.index, "arguments": call.text}))
+        self._finish_item(call, call.done(self.forms), out)
 
     def _finish_item(self, item: _Item, done: dict[str, Any], out: list[bytes]) -> None:
         self._output[item.index] = done
