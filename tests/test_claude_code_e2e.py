@@ -83,8 +83,8 @@ class _ScriptedClaude(_Scripted):
 
 
 class ScriptedAnthropic(_ScriptedClaude, FakeAnthropic):
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir, DEFAULT_MODEL)
+    def __init__(self, workdir: Path, model: str = DEFAULT_MODEL) -> None:
+        super().__init__(workdir, model)
 
 
 class ScriptedVertexClaude(_ScriptedClaude, FakeVertexClaude):
@@ -98,8 +98,8 @@ class ScriptedVertexClaude(_ScriptedClaude, FakeVertexClaude):
 
 
 class ScriptedOpenAI(_Scripted, FakeOpenAI):
-    def __init__(self, workdir: Path) -> None:
-        super().__init__(workdir, "gpt-test")
+    def __init__(self, workdir: Path, model: str = "gpt-test") -> None:
+        super().__init__(workdir, model)
 
     def _answer(self, body: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]], str]:
         names = {(t.get("function") or {}).get("name") for t in body.get("tools") or []}
@@ -196,6 +196,24 @@ async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
         for call in agent_calls:
             assert "claude-code-20250219" in call.headers["anthropic-beta"]
             assert call.json()["model"] == DEFAULT_MODEL and wired.key not in call.body.decode()
+    finally:
+        await upstream.close()
+
+
+# Behind a gateway id Claude Code cannot tell the model, and asks for adaptive thinking and an effort, which
+# Claude before 4.6 refuses (the fake says so in the vendor's words). It recovers by itself after two refused
+# round trips per conversation; the gateway sends the form the model takes at once.
+async def test_claude_code_behind_an_alias_of_an_older_claude(gateway, dirs):
+    workdir, home = dirs
+    upstream = await ScriptedAnthropic(workdir, "claude-sonnet-4-5").start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": "team-coder", "upstream_model": "claude-sonnet-4-5"}],
+                                   kind="anthropic", upstream_keys=(API_KEY,), name="claude")
+        events = await run_claude(gateway.url, wired.key, workdir, home, model="team-coder")
+        assert_task_done(events, workdir)
+        sent = [r.json() for r in upstream.requests if r.path == "/v1/messages"]
+        assert sent and {(body.get("thinking") or {}).get("type") for body in sent} <= {"enabled", None}
+        assert not any("effort" in (body.get("output_config") or {}) for body in sent)  # Sonnet 4.5 has none
     finally:
         await upstream.close()
 

@@ -112,6 +112,29 @@ async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route)
     assert any(r.path == expected for r in upstream.requests)
 
 
+# On OpenAI's own API (an `openai` channel), opencode's `max_tokens: 32000` is more than gpt-4o-mini takes (the
+# README's example model: 16,384) and a parameter OpenAI's reasoning models refuse; the fake refuses both in
+# the service's words. The gateway sends what the model behind the id takes, under its own id or an alias.
+@pytest.mark.parametrize(("model_id", "upstream_model"), [("gpt-4o-mini", "gpt-4o-mini"), ("team-coder", "gpt-5"),
+                                                          ("team-coder", "o3")])
+async def test_opencode_on_openai_s_own_models(gateway, tmp_path, model_id, upstream_model):
+    workdir, home = tmp_path / "work", tmp_path / "home"
+    workdir.mkdir()
+    home.mkdir()
+    upstream = await OpencodeOpenAI(workdir, upstream_model).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [{"model_id": model_id, "upstream_model": upstream_model}],
+                                   kind="openai", name="openai")
+        await run_task(orjson.loads(readme_config(f"{gateway.url}/v1", model_id)), wired.key, workdir, home)
+        sent = [r.json() for r in upstream.requests if r.path.endswith("/chat/completions")]
+        assert sent and all(body["model"] == upstream_model for body in sent)
+        limits = {body.get("max_tokens") or body.get("max_completion_tokens") for body in sent}
+        assert limits == ({16384} if upstream_model == "gpt-4o-mini" else {32000})
+    finally:
+        await upstream.close()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 async def task_on(gateway, tmp_path, route: str, config: dict):
     """Wire a scripted upstream of `route`, run the task with opencode configured by `config`; the upstream."""
     workdir, home = tmp_path / "work", tmp_path / "home"

@@ -49,6 +49,16 @@ class _NotDecoded:
 NOT_DECODED: Any = _NotDecoded()  # a field of a partial body that was validated but not decoded
 
 
+class _Omit:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "OMIT"
+
+
+OMIT: Any = _Omit()  # a change to `forward` that leaves the field out
+
+
 class ClientBody(dict):
     __slots__ = ("raw", "received", "partial", "_whole")
 
@@ -89,8 +99,10 @@ def shed(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def forward(body: Mapping[str, Any], changes: Mapping[str, Any]) -> bytes:
-    """The JSON bytes of `body` with the top-level `changes` applied."""
+    """The JSON bytes of `body` with the top-level `changes` applied (a field changed to OMIT is left out)."""
     forwarded = {**body, **changes}
+    if any(value is OMIT for value in changes.values()):
+        forwarded = {name: value for name, value in forwarded.items() if value is not OMIT}
     if not isinstance(body, ClientBody) or body.raw is None:
         return orjson.dumps(forwarded)
     kept = _kept(body, forwarded)

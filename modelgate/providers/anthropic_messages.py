@@ -483,7 +483,7 @@ class AnthropicMessagesAdapter:
         if body.get("thread") is not None and not _holds_threads(endpoint):
             raise thread_refusal("this channel's Anthropic-compatible API holds no message threads")
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
-                               forward(body, {"model": upstream_model}))
+                               forward(body, {"model": upstream_model, **claude.fitted(body, upstream_model)}))
 
     def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         """The vendor's own count for another protocol's request."""
@@ -494,7 +494,8 @@ class AnthropicMessagesAdapter:
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
         """The vendor's own count (`POST /v1/messages/count_tokens`), the client body as is."""
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages/count_tokens",
-                               _headers(endpoint, client_headers), forward(body, {"model": upstream_model}))
+                               _headers(endpoint, client_headers),
+                               forward(body, {"model": upstream_model, **claude.fitted(body, upstream_model)}))
 
     def parse_count(self, body: bytes) -> int:
         return orjson.loads(body)["input_tokens"]

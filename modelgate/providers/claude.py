@@ -28,10 +28,11 @@ import dataclasses
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
+from modelgate.protocols.body import OMIT
 from modelgate.protocols.ir import (
     ChatRequest,
     Message,
@@ -98,8 +99,26 @@ class Generation:
     def refuses_forced_tools(self) -> bool:
         return self.version >= ((5, 1) if self.family in ("fable", "mythos") else (5, 5)) and self.family != "haiku"
 
+    @property
+    def always_thinks(self) -> bool:
+        """Thinking cannot be turned off (`disabled` refused): Opus from 5.5, Fable and Mythos."""
+        return self.family in ("fable", "mythos") or (self.family == "opus" and self.version >= (5, 5))
+
+    @property
+    def takes_effort(self) -> bool:
+        """`output_config.effort` (the effort page: Opus 4.5, then every model from 4.6; Sonnet and Haiku
+        4.5 answer "This model does not support the effort parameter")."""
+        return self.version >= (4, 6) or (self.family == "opus" and self.version >= (4, 5))
+
+    @property
+    def one_sampling_knob(self) -> bool:
+        """Temperature or top_p, not both (from Opus 4.1, Sonnet and Haiku 4.5)."""
+        return self.version >= (4, 5) or (self.family == "opus" and self.version >= (4, 1))
+
     def effort(self, level: str) -> str:
         if level == "xhigh" and (self.version < (4, 7) or self.family == "haiku"):
+            return "high"
+        if level == "max" and self.version < (4, 6):
             return "high"
         return level
 
@@ -250,6 +269,82 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
         # continue-buttons send one): a user turn closes it, in the words put first where a turn is missing.
         changes["messages"] = [*req.messages, Message("user", [TextPart(OPENING_USER_TEXT)])]
     return _one_sampling_knob(dataclasses.replace(req, **changes) if changes else req), fields
+
+
+def fitted(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+    """The changes (OMIT: left out) that make a messages client's own body what the Claude model `model`
+    takes, for pass-through: empty where it takes the body as sent or its id names no generation.
+
+    The client may not know which model serves it (a channel's alias, Claude Code's or pi's request for a
+    name they do not know), so it sizes its request for another generation; the vendor refuses that with a
+    400 the client cannot fix. Only what the generation refuses is changed, in the form it takes (the
+    conversion's rules: `shaped`): a deprecated thinking form becomes the current one, an effort level the
+    model lacks the nearest it has, sampling it refuses is left out, forced tool use becomes `auto` where
+    refused, max_tokens is cut to the model's output cap."""
+    gen = generation(model)
+    if gen is None:
+        return {}
+    changes: dict[str, Any] = {}
+    max_tokens = body.get("max_tokens")
+    if type(max_tokens) is int and max_tokens > gen.max_output:
+        max_tokens = changes["max_tokens"] = gen.max_output
+    thinking: Any = body.get("thinking")
+    config = body.get("output_config")
+    effort = config.get("effort") if isinstance(config, dict) else None
+    new_effort = effort
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    new_thinking = thinking
+    if kind in ("enabled", "adaptive"):
+        display = {"display": thinking["display"]} if "display" in thinking else {}
+        budget = thinking.get("budget_tokens")
+        if not gen.thinks:
+            new_thinking = OMIT
+        elif kind == "enabled" and gen.fixed_sampling:  # refused from 4.7: the form that replaced it
+            new_thinking = {"type": "adaptive", **display}
+            if effort is None and type(budget) is int:
+                new_effort = next((level for level in ("low", "medium", "high") if budget <= EFFORT_BUDGET[level]),
+                                  "high")
+        elif kind == "adaptive" and not gen.adaptive:  # before 4.6: its effort's budget, within max_tokens
+            new_thinking = _budget_within({"type": "enabled", "budget_tokens": EFFORT_BUDGET.get(
+                effort or "medium", EFFORT_BUDGET["high"]), **display}, max_tokens)
+        elif kind == "enabled" and "max_tokens" in changes:
+            new_thinking = _budget_within(thinking, max_tokens)
+    elif kind == "disabled" and gen.always_thinks:
+        new_thinking = OMIT
+        new_effort = effort or "low"  # the least thinking where it cannot be turned off
+    if new_effort is not None:
+        new_effort = gen.effort(new_effort) if gen.takes_effort else None
+    choice: Any = body.get("tool_choice")
+    forced = isinstance(choice, dict) and choice.get("type") in ("any", "tool")
+    thinking_type = new_thinking.get("type") if isinstance(new_thinking, dict) else None
+    if forced and gen.refuses_forced_tools:
+        changes["tool_choice"] = {**choice, "type": "auto"}
+        changes["tool_choice"].pop("name", None)
+    elif forced and thinking_type == "enabled":
+        new_thinking = OMIT  # "Thinking may not be enabled when tool_choice forces tool use": the call's structure wins
+    thinking_type = new_thinking.get("type") if isinstance(new_thinking, dict) else None
+    if new_thinking is not thinking:
+        changes["thinking"] = new_thinking
+    if new_effort != effort:
+        rest = {name: value for name, value in config.items() if name != "effort"} if isinstance(config, dict) else {}
+        changes["output_config"] = {**rest, "effort": new_effort} if new_effort else rest or OMIT
+    thinks = thinking_type in ("enabled", "adaptive") or (thinking_type is None and gen.thinks_by_default)
+    if gen.fixed_sampling or thinks:
+        # refused on every request from 4.7 and beside thinking before it (where temperature 1, the default,
+        # and top_p from 0.95 are taken: their values are not decoded on pass-through, so they go too)
+        changes.update((name, OMIT) for name in ("temperature", "top_p", "top_k") if name in body)
+    elif gen.one_sampling_knob and "temperature" in body and "top_p" in body:
+        changes["top_p"] = OMIT  # the temperature is kept, as on conversion
+    return changes
+
+
+def _budget_within(thinking: dict[str, Any], max_tokens: Any) -> Any:
+    """Manual thinking whose budget fits under max_tokens (which counts it), else OMIT where not even the
+    smallest budget does."""
+    budget = thinking.get("budget_tokens")
+    if type(budget) is not int or type(max_tokens) is not int or budget < max_tokens:
+        return thinking
+    return {**thinking, "budget_tokens": max_tokens - 1} if max_tokens - 1 >= MIN_THINKING_BUDGET else OMIT
 
 
 def _one_sampling_knob(req: ChatRequest) -> ChatRequest:

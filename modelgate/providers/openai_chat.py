@@ -10,7 +10,7 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.protocols import sse
-from modelgate.protocols.body import forward
+from modelgate.protocols.body import OMIT, forward
 from modelgate.protocols.chat import NATIVE_WIRE, STOP_REASON, chunk_usage, usage_from_openai
 from modelgate.protocols.ir import (
     ChatRequest,
@@ -178,6 +178,44 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     return body
 
 
+def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool) -> dict[str, Any]:
+    """The changes (OMIT: left out) that make a chat client's own body what the OpenAI model
+    `upstream_model` takes, for pass-through: empty where it takes the body as sent or its name is unknown.
+
+    A client cannot tell what serves a model id (a channel's alias), and agents size their requests for
+    none in particular (opencode's openai-compatible provider asks every model for `max_tokens: 32000`),
+    so the service would refuse what the conversion never sends (`request_body`): more output than the
+    model's cap, and to a reasoning model `max_tokens` ("Use 'max_completion_tokens' instead"), sampling
+    settings, an effort level it lacks, `stop` or `parallel_tool_calls` where refused."""
+    changes: dict[str, Any] = {}
+    if not reasoning:
+        cap = output_cap(upstream_model)
+        if cap is not None:
+            changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
+                           if type(body.get(name)) is int and body[name] > cap)
+        return changes
+    if "max_tokens" in body:
+        changes["max_tokens"] = OMIT
+        if "max_completion_tokens" not in body:
+            changes["max_completion_tokens"] = body["max_tokens"]
+    changes.update((name, OMIT) for name in _NOT_FOR_REASONING if name in body)
+    model = reasoning_model(upstream_model)
+    if model is None:
+        return changes
+    effort = body.get("reasoning_effort")
+    if model.tools_without_effort and body.get("tools") is not None:
+        fit: str | None = "none"  # refused beside function tools otherwise, an omitted effort too (reports)
+    else:
+        fit = model.effort(effort) if isinstance(effort, str) else effort
+    if fit != effort:
+        changes["reasoning_effort"] = fit or OMIT
+    if "stop" in body and not model.takes_stop:
+        changes["stop"] = OMIT
+    if "parallel_tool_calls" in body and not model.takes_parallel_tool_calls:
+        changes["parallel_tool_calls"] = OMIT
+    return changes
+
+
 def error_fields(body: bytes) -> tuple[str, str, str]:
     """(message, type, code) of an OpenAI-style error body, tolerant of other shapes."""
     try:
@@ -311,7 +349,8 @@ class OpenAIChatAdapter:
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None,
     ) -> UpstreamRequest:
-        changes: dict[str, Any] = {"model": upstream_model}
+        changes: dict[str, Any] = {"model": upstream_model,
+                                   **fitted(body, upstream_model, self.reasoning_by_name and is_reasoning_family(upstream_model))}
         if stream:
             # Ask for usage on streams; the client's own choice is honoured by the stream tap.
             changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
+import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.messages.validate import check_tools
 from modelgate.protocols.typed_view import (
     Int, Opt, PositiveInt, View, checked_definitions, decoder, is_object, partial_body, present, raw_fields,
-    sound,
+    sound, value,
 )
 
 
@@ -85,7 +86,7 @@ class Message(View):
 class ToolChoice(View):
     type: Literal["auto", "any", "tool", "none"]
     name: Union[str, UnsetType] = UNSET
-    disable_parallel_tool_use: Union[bool, None] = None
+    disable_parallel_tool_use: Union[bool, None, UnsetType] = UNSET
 
 
 class Metadata(View):
@@ -178,4 +179,9 @@ def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bo
     pieces += present(request, _RAW_FIELDS)
     if not sound(pieces):
         return None
-    return partial_body(request, raw), request.model, bool(request.stream)
+    # What the model's generation rules read on pass-through (claude.fitted), small objects decoded at once
+    read = {name: value(getattr(request, name)) for name in ("thinking", "output_config")
+            if getattr(request, name) is not UNSET}
+    if request.tool_choice:
+        read["tool_choice"] = msgspec.to_builtins(request.tool_choice)  # its unsent fields are UNSET: left out
+    return partial_body(request, raw, read), request.model, bool(request.stream)
