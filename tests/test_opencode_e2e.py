@@ -41,11 +41,17 @@ pytestmark = pytest.mark.skipif(
     reason=f"opencode CLI not installed at {CLI} (run `make agent-clis` on Linux x64; it needs the npm registry)")
 
 
+def readme_json(section: str) -> str:
+    """The one JSON block of the README's section `## {section}`."""
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    start = text.index(f"## {section}\n")
+    (config,) = re.findall(r"```json\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
+    return config
+
+
 def readme_config(base_url: str, model: str) -> str:
     """The README's opencode configuration ("Use with opencode"), pointed at this gateway and model."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    start = text.index("## Use with opencode\n")
-    (config,) = re.findall(r"```json\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
+    config = readme_json("Use with opencode")
     assert '"baseURL": "http://localhost:8080/v1"' in config and '"gpt-4o-mini"' in config
     return config.replace("http://localhost:8080/v1", base_url).replace("gpt-4o-mini", model)
 
@@ -64,32 +70,27 @@ def _opencode_turn(tools: set[str], results: int, workdir: Path) -> tuple[str | 
     return DONE, []
 
 
-class OpencodeOpenAI(ScriptedOpenAI):
-    turn = staticmethod(_opencode_turn)
+def scripted_with(turn) -> dict[str, type]:
+    """The scripted upstreams of each route (tests/test_claude_code_e2e.py) answering by `turn`."""
+    bases = {"chat": ScriptedOpenAI, "anthropic": ScriptedAnthropic, "gemini": ScriptedGemini, "bedrock": ScriptedBedrock}
+    return {route: type(f"Scripted{route.title()}", (base,), {"turn": staticmethod(turn)}) for route, base in bases.items()}
 
 
-class OpencodeAnthropic(ScriptedAnthropic):
-    turn = staticmethod(_opencode_turn)
+SCRIPTED = scripted_with(_opencode_turn)
 
 
-class OpencodeGemini(ScriptedGemini):
-    turn = staticmethod(_opencode_turn)
-
-
-class OpencodeBedrock(ScriptedBedrock):
-    turn = staticmethod(_opencode_turn)
-
-
-async def start_upstream(route: str, workdir: Path):
+async def start_upstream(route: str, workdir: Path, scripted: dict[str, type] = SCRIPTED, claude: str | None = None):
+    """The scripted upstream of `route` (its class from `scripted`), the model wiring and the channel's; on the
+    anthropic route `claude` picks the Claude model."""
     if route == "chat":
-        return await OpencodeOpenAI(workdir).start(), {"model_id": "team-coder", "upstream_model": "gpt-test"}, {}
+        return await scripted["chat"](workdir).start(), {"model_id": "team-coder", "upstream_model": "gpt-test"}, {}
     if route == "anthropic":
-        upstream = await OpencodeAnthropic(workdir).start()
+        upstream = await (scripted["anthropic"](workdir, claude) if claude else scripted["anthropic"](workdir)).start()
         return upstream, {"model_id": "team-coder", "upstream_model": upstream.models[0]}, {
             "kind": "anthropic", "upstream_keys": (API_KEY,), "name": "claude"}
-    fake, kind, model = {"gemini": (OpencodeGemini, "gemini", "gemini-3.8-flash"),
-                         "bedrock": (OpencodeBedrock, "aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0")}[route]
-    upstream = await fake(workdir, model).start()
+    model = {"gemini": "gemini-3.8-flash", "bedrock": "anthropic.claude-3-5-haiku-20241022-v1:0"}[route]
+    kind = {"gemini": "gemini", "bedrock": "aws-bedrock"}[route]
+    upstream = await scripted[route](workdir, model).start()
     return upstream, {"model_id": "team-coder", "upstream_model": model}, {
         "kind": kind, "upstream_keys": (upstream.api_key,), "name": kind}
 
@@ -121,7 +122,7 @@ async def test_opencode_on_openai_s_own_models(gateway, tmp_path, model_id, upst
     workdir, home = tmp_path / "work", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
-    upstream = await OpencodeOpenAI(workdir, upstream_model).start()
+    upstream = await SCRIPTED["chat"](workdir, upstream_model).start()
     try:
         wired = await gateway.wire(upstream.base_url, [{"model_id": model_id, "upstream_model": upstream_model}],
                                    kind="openai", name="openai")

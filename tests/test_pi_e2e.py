@@ -13,15 +13,13 @@ fakes check its requests. For a model id it does not know pi asks Claude for man
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from pathlib import Path
 
 import orjson
 import pytest
 
-from tests.fakes.anthropic_upstream import API_KEY
-from tests.test_claude_code_e2e import ScriptedAnthropic, ScriptedBedrock, ScriptedGemini, ScriptedOpenAI
+from tests.test_opencode_e2e import readme_json, scripted_with, start_upstream
 from tests.test_responses_clients import run
 
 CLI = Path(__file__).parent / "agents" / "node_modules" / ".bin" / "pi"
@@ -37,10 +35,7 @@ pytestmark = pytest.mark.skipif(
 
 def readme_config(gateway_url: str, api: str) -> dict:
     """The README's pi configuration ("Use with pi"), pointed at this gateway with `api`."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
-    start = text.index("## Use with pi\n")
-    (config,) = re.findall(r"```json\n(.*?)```", text[start:text.find("\n## ", start + 1)], re.S)
-    parsed = orjson.loads(config)
+    parsed = orjson.loads(readme_json("Use with pi"))
     provider = parsed["providers"]["modelgate"]
     assert provider["baseUrl"] == "http://localhost:8080/v1" and provider["models"] == [{"id": "team-coder", "reasoning": True}]
     provider.update(baseUrl=gateway_url + APIS[api], api=api)
@@ -58,39 +53,7 @@ def _pi_turn(tools: set[str], results: int, workdir: Path) -> tuple[str | None, 
     return DONE, []
 
 
-class PiOpenAI(ScriptedOpenAI):
-    turn = staticmethod(_pi_turn)
-
-
-class PiAnthropic(ScriptedAnthropic):
-    turn = staticmethod(_pi_turn)
-
-    def __init__(self, workdir: Path, model: str | None = None) -> None:
-        super().__init__(workdir)
-        if model is not None:
-            self.models = (model,)
-
-
-class PiGemini(ScriptedGemini):
-    turn = staticmethod(_pi_turn)
-
-
-class PiBedrock(ScriptedBedrock):
-    turn = staticmethod(_pi_turn)
-
-
-async def start_upstream(route: str, workdir: Path, claude: str | None = None):
-    if route == "chat":
-        return await PiOpenAI(workdir).start(), {"model_id": "team-coder", "upstream_model": "gpt-test"}, {}
-    if route == "anthropic":
-        upstream = await PiAnthropic(workdir, claude).start()
-        return upstream, {"model_id": "team-coder", "upstream_model": upstream.models[0]}, {
-            "kind": "anthropic", "upstream_keys": (API_KEY,), "name": "claude"}
-    fake, kind, model = {"gemini": (PiGemini, "gemini", "gemini-3.8-flash"),
-                         "bedrock": (PiBedrock, "aws-bedrock", "anthropic.claude-3-5-haiku-20241022-v1:0")}[route]
-    upstream = await fake(workdir, model).start()
-    return upstream, {"model_id": "team-coder", "upstream_model": model}, {
-        "kind": kind, "upstream_keys": (upstream.api_key,), "name": kind}
+SCRIPTED = scripted_with(_pi_turn)
 
 
 async def task_on(gateway, tmp_path: Path, route: str, api: str, claude: str | None = None):
@@ -98,7 +61,7 @@ async def task_on(gateway, tmp_path: Path, route: str, api: str, claude: str | N
     workdir, home = tmp_path / "work", tmp_path / "home"
     workdir.mkdir()
     (home / ".pi" / "agent").mkdir(parents=True)
-    upstream, model, wiring = await start_upstream(route, workdir, claude)
+    upstream, model, wiring = await start_upstream(route, workdir, SCRIPTED, claude)
     try:
         wired = await gateway.wire(upstream.base_url, [model], **wiring)
         (home / ".pi" / "agent" / "models.json").write_text(orjson.dumps(readme_config(gateway.url, api)).decode())

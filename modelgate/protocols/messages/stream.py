@@ -6,6 +6,7 @@ from typing import Any
 
 import orjson
 
+from modelgate.protocols.block_order import OneBlockAtATime, complete_json
 from modelgate.protocols.ir import (
     StreamEnd,
     StreamError,
@@ -25,22 +26,12 @@ from modelgate.protocols.messages.wire import STOP_TO_VENDOR, sse_frame, usage_t
 _TEXT_BLOCK = ("text", -1)
 
 
-class MessagesStreamEncoder:
-    """IR stream events -> the vendor's SSE event sequence, on the fly.
-
-    The vendor streams one content block at a time: start, deltas, stop, with
-    indexes counting up from 0. A chat-completions upstream may interleave text
-    and several tool calls, so blocks are opened in arrival order and an event
-    for a block that cannot open yet is held back:
-
-    - text or thinking blocks close as soon as anything else arrives;
-    - a tool_use block closes once its arguments so far are complete JSON (the
-      usual sequential tool-call stream), otherwise later blocks' events wait in
-      a queue until it is complete or the stream ends. Only interleaving
-      upstreams ever wait; their events are released in order.
-    """
+class MessagesStreamEncoder(OneBlockAtATime):
+    """IR stream events -> the vendor's SSE event sequence, on the fly: one content block at a time
+    (start, deltas, stop, with indexes counting up from 0; protocols/block_order.py)."""
 
     def __init__(self, model: str) -> None:
+        super().__init__()
         self.model = model
         self.started = False
         self.done = False
@@ -50,9 +41,7 @@ class MessagesStreamEncoder:
         self._open_index = -1
         self._args: list[str] = []  # arguments text of the open tool block
         self._text_head = b""  # the encoded start of a text delta of the open block
-        self._known_tools: set[int] = set()
         self._closed_tools: set[int] = set()
-        self._queue: list[StreamEvent] = []
 
     # StreamEncoder protocol
     def keepalive(self) -> bytes:
@@ -74,7 +63,7 @@ class MessagesStreamEncoder:
             self._start(out, event.id)
         elif isinstance(event, (TextDelta, ThinkingDelta, ToolCallStart, ToolCallDelta)):
             self._start(out, None)
-            self._route(event, out, force=False)
+            self._route(event, out)
         elif isinstance(event, UsageUpdate):
             self.usage = self.usage.merged(event.usage)
         elif isinstance(event, StreamEnd):
@@ -119,27 +108,8 @@ class MessagesStreamEncoder:
             return ("redacted" if event.redacted is not None else "thinking", -1)
         return ("tool", event.index)  # type: ignore[union-attr]
 
-    def _args_complete(self) -> bool:
-        try:
-            orjson.loads("".join(self._args))
-        except orjson.JSONDecodeError:
-            return False
-        return True
-
     def _can_switch(self, force: bool) -> bool:
-        return force or self._open is None or self._open[0] != "tool" or self._args_complete()
-
-    def _route(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
-        """A live event: register tool calls, place the event, release what it unblocked."""
-        if isinstance(event, ToolCallStart):
-            if event.index in self._known_tools:
-                return  # a repeated header chunk of a call already seen
-            self._known_tools.add(event.index)
-        elif isinstance(event, ToolCallDelta) and event.index not in self._known_tools:
-            return  # arguments without a header: no block to put them in
-        self._place(event, out, force)
-        if self._queue and self._can_switch(force):
-            self._drain(out, force)
+        return force or self._open is None or self._open[0] != "tool" or complete_json(self._args)
 
     def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
         target = self._target(event)
@@ -153,14 +123,6 @@ class MessagesStreamEncoder:
             self._open_block(event, out)
         else:
             self._queue.append(event)
-
-    def _drain(self, out: list[bytes], force: bool) -> None:
-        # Events re-queued during a pass keep their order: `_place` queues
-        # everything behind the first event that still has to wait.
-        while self._queue and self._can_switch(force):
-            pending, self._queue = self._queue, []
-            for event in pending:
-                self._place(event, out, force)
 
     def _open_block(self, event: StreamEvent, out: list[bytes]) -> None:
         index = self._next_index

@@ -12,13 +12,8 @@ A converted stream is the vendor's sequence, each event numbered by `sequence_nu
     or response.failed when the upstream fails after the first byte.
 
 The vendor streams one output item at a time: added, deltas, done, then the next, and clients rely on
-it (pi reads every argument delta into the latest item, whatever `item_id` it names). A chat-completions
-upstream may interleave text and several tool calls, so items open in arrival order and an event for an
-item that cannot open yet is held back, as the messages encoder does:
-- a message or reasoning item closes as soon as anything else arrives;
-- a function call closes once its arguments so far are complete JSON (the usual sequential tool-call
-  stream); until then later items' events wait in a queue, released in order when it completes or the
-  stream ends. Only interleaving upstreams ever wait.
+it (pi reads every argument delta into the latest item, whatever `item_id` it names): items open in
+arrival order, one at a time (protocols/block_order.py).
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ from typing import Any
 import orjson
 
 from modelgate.protocols import sse
+from modelgate.protocols.block_order import OneBlockAtATime, complete_json
 from modelgate.protocols.ir import (
     StreamEnd,
     StreamError,
@@ -83,8 +79,9 @@ class _Item:
         return call_item(self.id, self.call_id, self.name, self.text or "{}", forms=forms)
 
 
-class ResponsesStreamEncoder:
+class ResponsesStreamEncoder(OneBlockAtATime):
     def __init__(self, model: str, body: dict[str, Any]) -> None:
+        super().__init__()
         self.skeleton = ResponseSkeleton(body, model)
         self.forms: CallForms = body.get(CALL_FORMS) or {}  # calls the client reads in another form
         self.remember = body.get(REMEMBER)  # where the output items go to be read back by reference
@@ -96,9 +93,7 @@ class ResponsesStreamEncoder:
         self._text: _Item | None = None  # the open message or reasoning item
         self._call: _Item | None = None  # the open function call
         self._call_index = -1  # its IR tool index
-        self._seen_calls: set[int] = set()
         self._closed_calls: set[int] = set()
-        self._queue: list[StreamEvent] = []  # events of items that cannot open yet
 
     def keepalive(self) -> bytes:
         return KEEPALIVE
@@ -161,18 +156,6 @@ class ResponsesStreamEncoder:
         self._output.append(None)
         return item
 
-    def _route(self, event: StreamEvent, out: list[bytes]) -> None:
-        """A live event: register tool calls, place the event, release what it unblocked."""
-        if isinstance(event, ToolCallStart):
-            if event.index in self._seen_calls:
-                return  # a repeated header chunk of a call already seen
-            self._seen_calls.add(event.index)
-        elif isinstance(event, ToolCallDelta) and event.index not in self._seen_calls:
-            return  # arguments without a header: no item to put them in
-        self._place(event, out, force=False)
-        if self._queue and self._can_switch(force=False):
-            self._drain(out, force=False)
-
     def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
         if isinstance(event, ToolCallDelta):
             if event.index in self._closed_calls or not event.arguments:
@@ -200,22 +183,7 @@ class ResponsesStreamEncoder:
                              event, out)
 
     def _can_switch(self, force: bool) -> bool:
-        call = self._call
-        if force or call is None:
-            return True
-        try:
-            orjson.loads(call.text)
-        except orjson.JSONDecodeError:
-            return False
-        return True
-
-    def _drain(self, out: list[bytes], force: bool) -> None:
-        # Events re-queued during a pass keep their order: `_place` queues everything behind the first
-        # event that still has to wait.
-        while self._queue and self._can_switch(force):
-            pending, self._queue = self._queue, []
-            for event in pending:
-                self._place(event, out, force)
+        return force or self._call is None or complete_json(self._call.chunks)
 
     def _open_text(self, kind: str, out: list[bytes]) -> _Item:
         item = self._text = self._open(kind)
