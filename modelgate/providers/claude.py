@@ -42,7 +42,7 @@ from modelgate.protocols.ir import (
     ToolChoice,
     vendor_signature,
 )
-from modelgate.protocols.messages import thinking_field
+from modelgate.protocols.messages import reasoning_effort, thinking_field
 from modelgate.providers.base import EFFORT_BUDGET, OPENING_USER_TEXT
 
 # `claude-opus-4-8`, `claude-sonnet-4-20250514` (a date, not a minor version), `claude-fable-5-1`, and the
@@ -301,9 +301,8 @@ def fitted(body: Mapping[str, Any], model: str) -> dict[str, Any]:
             new_thinking = OMIT
         elif kind == "enabled" and gen.fixed_sampling:  # refused from 4.7: the form that replaced it
             new_thinking = {"type": "adaptive", **display}
-            if effort is None and type(budget) is int:
-                new_effort = next((level for level in ("low", "medium", "high") if budget <= EFFORT_BUDGET[level]),
-                                  "high")
+            if effort is None:
+                new_effort = reasoning_effort({"thinking": thinking})  # the effort the messages codec reads from it
         elif kind == "adaptive" and not gen.adaptive:  # before 4.6: its effort's budget, within max_tokens
             new_thinking = _budget_within({"type": "enabled", "budget_tokens": EFFORT_BUDGET.get(
                 effort or "medium", EFFORT_BUDGET["high"]), **display}, max_tokens)
