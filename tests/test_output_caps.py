@@ -1,18 +1,25 @@
 """Output-token caps learnt from the vendors' refusals (providers/output_caps.py).
 
-Claude Code asks for 32,000 output tokens and more; DeepSeek, Groq, DashScope, Zhipu and MiniMax refuse a
-request above the model's cap, naming the cap (tests/fakes/compat_rules.CAP_REFUSALS, their words). Caps
-change per model and release, so the gateway learns them from the refusal: the call is sent once more at
-the cap, and later calls to that model at it from the start.
+Claude Code asks for 32,000 output tokens and more, opencode for 32,000 from every chat model; DeepSeek,
+Groq, DashScope, Zhipu and MiniMax refuse a request above the model's cap, naming the cap
+(tests/fakes/compat_rules.CAP_REFUSALS, their words). Caps change per model and release, so the gateway
+learns them from the refusal: the call is sent once more at the cap, and later calls to that model at it
+from the start, whether the call is converted or passed through in the client's own protocol.
 """
 
 from __future__ import annotations
 
 import anthropic
+import orjson
 import pytest
 from anthropic import AsyncAnthropic
+from openai import AsyncOpenAI
 
 from modelgate.providers.output_caps import LearnedCaps, stated_cap
+from modelgate.providers.registry import KINDS
+from modelgate.providers.base import Endpoint
+from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
+from tests.fakes.anthropic_upstream import FakeAnthropic
 from tests.fakes.compat_rules import CAP_REFUSALS
 from tests.fakes.openai_upstream import FakeOpenAI
 
@@ -63,6 +70,69 @@ async def test_a_refusal_that_names_no_lower_cap_is_the_client_s_400(gateway, ve
     with pytest.raises(anthropic.BadRequestError):
         await api.messages.create(model=MODEL, max_tokens=32000, messages=[{"role": "user", "content": "hi"}])
     assert len(vendor.requests) == 1
+
+
+@pytest.mark.parametrize("kind", sorted(CAP_REFUSALS))
+async def test_opencode_s_output_limit_is_cut_to_the_cap_on_pass_through(gateway, vendor, kind):
+    # opencode's openai-compatible provider asks every model for 32,000 tokens; DeepSeek's chat model took
+    # 8,192 (anomalyco/opencode#1000 for Groq's 32,768). The client's own body goes to a chat upstream.
+    vendor.vendor_caps[MODEL] = (8192, CAP_REFUSALS[kind])
+    wired = await gateway.wire(f"{vendor.origin}/v1", [MODEL], kind=kind, upstream_keys=("up-key-1",), name=kind)
+    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0, timeout=60)
+    answer = await api.chat.completions.create(model=MODEL, max_tokens=32000,
+                                               messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "Echo: hi"
+    assert [_asked(r) for r in vendor.requests] == [32000, 8192]
+    stream = await api.chat.completions.create(model=MODEL, max_completion_tokens=64000, stream=True,
+                                               messages=[{"role": "user", "content": "again"}])
+    assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "Echo: again"
+    await api.chat.completions.create(model=MODEL, max_tokens=4000, messages=[{"role": "user", "content": "small"}])
+    assert [_asked(r) for r in vendor.requests] == [32000, 8192, 8192, 4000]
+    assert [r.json()["messages"] for r in vendor.requests][1:] == [
+        [{"role": "user", "content": "hi"}], [{"role": "user", "content": "again"}],
+        [{"role": "user", "content": "small"}]]
+
+
+async def test_a_pass_through_stream_refused_for_its_limit_is_sent_again_at_the_cap(gateway, vendor):
+    vendor.vendor_caps[MODEL] = (8192, CAP_REFUSALS["deepseek"])
+    wired = await gateway.wire(f"{vendor.origin}/v1", [MODEL], kind="deepseek", upstream_keys=("up-key-1",))
+    api = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0, timeout=60)
+    stream = await api.chat.completions.create(model=MODEL, max_tokens=32000, stream=True,
+                                               messages=[{"role": "user", "content": "hi"}])
+    assert "".join([c.choices[0].delta.content or "" async for c in stream if c.choices]) == "Echo: hi"
+    assert [_asked(r) for r in vendor.requests] == [32000, 8192]
+
+
+async def test_claude_code_behind_an_anthropic_compatible_api_is_cut_to_the_cap_with_its_thinking_budget(gateway):
+    # Another vendor's model behind its Anthropic-compatible API (DeepSeek's, MiniMax's) refuses as its own
+    # API does; Claude Code's own body goes there, its thinking budget counted within max_tokens.
+    fake = await FakeAnthropic(models=("vendor-chat",)).start()
+    try:
+        fake.vendor_caps["vendor-chat"] = (8192, CAP_REFUSALS["minimax"])
+        wired = await gateway.wire(fake.base_url, ["vendor-chat"], kind="anthropic", upstream_keys=(ANTHROPIC_KEY,),
+                                   name="compatible")
+        api = AsyncAnthropic(base_url=f"{gateway.url}/alt", api_key=wired.key, max_retries=0, timeout=60)
+        answer = await api.messages.create(model="vendor-chat", max_tokens=32000,
+                                           thinking={"type": "enabled", "budget_tokens": 31999},
+                                           messages=[{"role": "user", "content": "hi"}])
+        assert answer.stop_reason == "end_turn"
+        sent = [r.json() for r in fake.requests]
+        assert [(b["max_tokens"], b["thinking"]["budget_tokens"]) for b in sent] == [(32000, 31999), (8192, 8191)]
+        async with api.messages.stream(model="vendor-chat", max_tokens=20000,
+                                       messages=[{"role": "user", "content": "again"}]) as s:
+            assert (await s.get_final_message()).stop_reason == "end_turn"
+        assert fake.requests[-1].json()["max_tokens"] == 8192 and len(fake.requests) == 3
+    finally:
+        await fake.close()
+
+
+def test_a_responses_body_goes_within_the_learnt_cap():
+    adapter = KINDS["openai"].adapter_for("openai-responses")
+    endpoint = Endpoint("p1:k1", 1, 1, "openai", "https://api.openai.com/v1", "sk-up", {})
+    body = {"model": "m", "input": "hi", "max_output_tokens": 32000}
+    assert orjson.loads(adapter.build_native_request(body, "m", endpoint, False, None, 8192).body)[
+        "max_output_tokens"] == 8192
+    assert orjson.loads(adapter.build_native_request(body, "m", endpoint, False, None, None).body) == body
 
 
 @pytest.mark.parametrize("message, cap", [

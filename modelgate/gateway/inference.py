@@ -380,7 +380,7 @@ class _Call:
         self.body = body
         self.answer: dict[str, Any] = {}  # what of the request a converted answer reads (codec.answer_context)
         self.tool_names: dict[str, str] = {}  # a converted call's tool-name stand-ins -> the client's names
-        self.max_tokens: int | None = None  # the output tokens a converted call asks for
+        self.max_tokens: int | None = None  # the output tokens the call asks for
         self.model = model
         self.ctx = ctx
         self.client_headers = client_headers  # forwarded on pass-through only
@@ -390,8 +390,9 @@ class _Call:
         adapter: Any = get_kind(route.provider_kind).adapter_for(self.codec.native_wire)
         native = adapter.wire == self.codec.native_wire
         if native:
+            self.max_tokens = self.codec.output_limit(self.body)
             req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream,
-                                               self.client_headers)
+                                               self.client_headers, self._learnt_cap(route, endpoint))
             self.body = shed(self.body)  # a body the typed view left to validate: its tree goes now too
         else:
             body = whole(self.body)
@@ -402,8 +403,7 @@ class _Call:
                 ir = dataclasses.replace(ir, reasoning_model=True)
             ir, self.tool_names = fit_tool_names(ir, adapter)
             self.max_tokens = ir.max_tokens
-            cap = self.h.rt.output_caps.get(endpoint.provider_id, route.upstream_model)
-            if cap is not None and ir.max_tokens is not None and ir.max_tokens > cap:
+            if (cap := self._learnt_cap(route, endpoint)) is not None:
                 ir = dataclasses.replace(ir, max_tokens=cap)
             req = adapter.build_request(ir, route.upstream_model, endpoint)
             # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
@@ -412,9 +412,16 @@ class _Call:
             self.body = shed(body)
         return adapter, req, native
 
+    def _learnt_cap(self, route: Route, endpoint: Endpoint) -> int | None:
+        """The model's output cap learnt from an earlier refusal, where the call asks for more."""
+        cap = self.h.rt.output_caps.get(endpoint.provider_id, route.upstream_model)
+        return cap if cap is not None and self.max_tokens is not None and self.max_tokens > cap else None
+
     def _capped(self, error: UpstreamError, route: Route, endpoint: Endpoint) -> bool:
-        """Whether a converted call's refusal names an output cap below what the call asked for: learnt, so
-        that the call is sent again at it, and later calls from the start (providers/output_caps.py)."""
+        """Whether the refusal names an output cap below what the call asked for: learnt, so that the call
+        is sent again at it, and later calls from the start (providers/output_caps.py). On pass-through
+        too: a client cannot know the cap of the model behind a gateway id (opencode asks every model
+        for 32,000 tokens; DeepSeek's chat model takes 8,192)."""
         cap = stated_cap(error.message) if error.error_type == ErrorType.INVALID_REQUEST else None
         if cap is None or cap < 1 or self.max_tokens is None or cap >= self.max_tokens:
             return False
@@ -431,8 +438,8 @@ class _Call:
     async def _answered(self, route: Route, endpoint: Endpoint, send: Callable[[UpstreamRequest], Awaitable[Answer]],
                         refused: Callable[[Answer, Any, Endpoint], Awaitable[UpstreamError | None]],
                         ) -> tuple[Any, bool, Answer]:
-        """(adapter, native, answer) of this attempt's request. A converted call refused for asking more
-        output than the model's cap is sent once more at that cap, within the same attempt (`_capped`)."""
+        """(adapter, native, answer) of this attempt's request. A call refused for asking more output than
+        the model's cap is sent once more at that cap, within the same attempt (`_capped`)."""
         again = True
         while True:
             adapter, req, native = self._request(route, endpoint)
@@ -440,7 +447,7 @@ class _Call:
             error = await refused(answer, adapter, endpoint)
             if error is None:
                 return adapter, native, answer
-            if native or not again or not self._capped(error, route, endpoint):
+            if not again or not self._capped(error, route, endpoint):
                 raise error
             again = False
 

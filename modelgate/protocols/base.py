@@ -98,6 +98,10 @@ class ClientCodec(Protocol):
         """Decode a validated body; raises errors.invalid_request for what cannot be converted."""
         ...
 
+    def output_limit(self, body: Mapping[str, Any]) -> int | None:
+        """The output tokens the request asks for at most (its protocol's field), None where it sets none."""
+        ...
+
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """What of a decoded request `encode_response` and `stream_encoder` read (settings some protocols
         echo, stream options): all a converted call keeps of it, besides its bytes, while its upstream works."""

@@ -478,12 +478,13 @@ class AnthropicMessagesAdapter:
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
-        client_headers: Mapping[str, str] | None = None,
+        client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
     ) -> UpstreamRequest:
         if body.get("thread") is not None and not _holds_threads(endpoint):
             raise thread_refusal("this channel's Anthropic-compatible API holds no message threads")
+        changes = claude.fitted(body, upstream_model, output_cap)
         return UpstreamRequest("POST", _base(endpoint) + "/v1/messages", _headers(endpoint, client_headers),
-                               forward(body, {"model": upstream_model, **claude.fitted(body, upstream_model)}))
+                               forward(body, {"model": upstream_model, **changes}))
 
     def count_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
         """The vendor's own count for another protocol's request."""

@@ -97,8 +97,11 @@ class PassThroughAdapter(Protocol):
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
-        client_headers: Mapping[str, str] | None = None,
-    ) -> UpstreamRequest: ...
+        client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
+    ) -> UpstreamRequest:
+        """`output_cap`: the most output tokens the model takes, learnt from its refusal
+        (providers/output_caps.py); the body's output limit is cut to it."""
+        ...
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError: ...
 

@@ -271,7 +271,7 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
     return _one_sampling_knob(dataclasses.replace(req, **changes) if changes else req), fields
 
 
-def fitted(body: Mapping[str, Any], model: str) -> dict[str, Any]:
+def fitted(body: Mapping[str, Any], model: str, learnt_cap: int | None = None) -> dict[str, Any]:
     """The changes (OMIT: left out) that make a messages client's own body what the Claude model `model`
     takes, for pass-through: empty where it takes the body as sent or its id names no generation.
 
@@ -280,15 +280,21 @@ def fitted(body: Mapping[str, Any], model: str) -> dict[str, Any]:
     400 the client cannot fix. Only what the generation refuses is changed, in the form it takes (the
     conversion's rules: `shaped`): a deprecated thinking form becomes the current one, an effort level the
     model lacks the nearest it has, sampling it refuses is left out, forced tool use becomes `auto` where
-    refused, max_tokens is cut to the model's output cap."""
+    refused, max_tokens is cut to the model's output cap. `learnt_cap`: the cap learnt from the model's
+    refusal (any vendor's model behind an Anthropic-compatible API), which a thinking budget stays under."""
     gen = generation(model)
-    if gen is None:
+    cap = min(filter(None, (gen.max_output if gen else None, learnt_cap)), default=None)
+    if cap is None:
         return {}
     changes: dict[str, Any] = {}
     max_tokens = body.get("max_tokens")
-    if type(max_tokens) is int and max_tokens > gen.max_output:
-        max_tokens = changes["max_tokens"] = gen.max_output
+    if type(max_tokens) is int and max_tokens > cap:
+        max_tokens = changes["max_tokens"] = cap
     thinking: Any = body.get("thinking")
+    if gen is None:
+        if "max_tokens" in changes and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+            changes["thinking"] = _budget_within(thinking, max_tokens)
+        return changes
     config = body.get("output_config")
     effort = config.get("effort") if isinstance(config, dict) else None
     new_effort = effort

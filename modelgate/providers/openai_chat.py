@@ -178,9 +178,11 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     return body
 
 
-def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool) -> dict[str, Any]:
+def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool, learnt_cap: int | None = None,
+           ) -> dict[str, Any]:
     """The changes (OMIT: left out) that make a chat client's own body what the OpenAI model
     `upstream_model` takes, for pass-through: empty where it takes the body as sent or its name is unknown.
+    `learnt_cap`: the model's output cap learnt from its refusal, for any vendor's model.
 
     A client cannot tell what serves a model id (a channel's alias), and agents size their requests for
     none in particular (opencode's openai-compatible provider asks every model for `max_tokens: 32000`),
@@ -189,7 +191,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool) -> dic
     settings, an effort level it lacks, `stop` or `parallel_tool_calls` where refused."""
     changes: dict[str, Any] = {}
     if not reasoning:
-        cap = output_cap(upstream_model)
+        cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
         if cap is not None:
             changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
                            if type(body.get(name)) is int and body[name] > cap)
@@ -198,6 +200,9 @@ def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool) -> dic
         changes["max_tokens"] = OMIT
         if "max_completion_tokens" not in body:
             changes["max_completion_tokens"] = body["max_tokens"]
+    asked = changes.get("max_completion_tokens", body.get("max_completion_tokens"))
+    if learnt_cap is not None and type(asked) is int and asked > learnt_cap:
+        changes["max_completion_tokens"] = learnt_cap
     changes.update((name, OMIT) for name in _NOT_FOR_REASONING if name in body)
     model = reasoning_model(upstream_model)
     if model is None:
@@ -347,10 +352,10 @@ class OpenAIChatAdapter:
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
-        client_headers: Mapping[str, str] | None = None,
+        client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
     ) -> UpstreamRequest:
-        changes: dict[str, Any] = {"model": upstream_model,
-                                   **fitted(body, upstream_model, self.reasoning_by_name and is_reasoning_family(upstream_model))}
+        reasoning = self.reasoning_by_name and is_reasoning_family(upstream_model)
+        changes: dict[str, Any] = {"model": upstream_model, **fitted(body, upstream_model, reasoning, output_cap)}
         if stream:
             # Ask for usage on streams; the client's own choice is honoured by the stream tap.
             changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

@@ -129,9 +129,9 @@ class CompatChatAdapter(OpenAIChatAdapter):
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
-        client_headers: Mapping[str, str] | None = None,
+        client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
     ) -> UpstreamRequest:
-        up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers)
+        up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers, output_cap)
         if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id or self.clamp
                 or self.messages or not self.forced_tools or any(name in endpoint.options for name in self.body_options)):
             return up

@@ -35,9 +35,14 @@ class ResponsesPassThrough:
         self.path = path
 
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
-                             stream: bool, client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
+                             stream: bool, client_headers: Mapping[str, str] | None = None,
+                             output_cap: int | None = None) -> UpstreamRequest:
+        changes: dict[str, Any] = {"model": upstream_model}
+        asked = body.get("max_output_tokens")
+        if output_cap is not None and type(asked) is int and asked > output_cap:
+            changes["max_output_tokens"] = output_cap
         return UpstreamRequest("POST", self.url(endpoint) + self.path, self.chat.headers(endpoint),
-                               forward(body, {"model": upstream_model}))
+                               forward(body, changes))
 
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:

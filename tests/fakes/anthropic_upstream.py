@@ -313,6 +313,9 @@ class FakeAnthropic(FakeUpstream):
         # BetaThreadContinueParams, ThreadNotFoundError): a `continue` names the previous reply, sends only the
         # new messages and may not repeat `system` or `tools`; an unknown reply is a 404 `thread_not_found`.
         self.threads: dict[str, dict[str, Any]] = {}
+        # model -> (output cap, the refusal of more in the vendor's words): another vendor's model behind its
+        # Anthropic-compatible API (DeepSeek's, MiniMax's), refusing as its own API does
+        self.vendor_caps: dict[str, tuple[int, str]] = {}
 
     @property
     def base_url(self) -> str:
@@ -432,6 +435,10 @@ class FakeAnthropic(FakeUpstream):
         rules = MODEL_RULES.get(body["model"])
         if rules is not None and (refusal := generation_refusal(body, rules) or self._binding_refusal(body)) is not None:
             return json_response(error_body("invalid_request_error", refusal), 400)
+        vendor = self.vendor_caps.get(body["model"])
+        if vendor is not None and isinstance(body["max_tokens"], int) and body["max_tokens"] > vendor[0]:
+            return json_response(error_body("invalid_request_error", vendor[1].format(cap=vendor[0], model=body["model"])),
+                                 400)
         for stop in body.get("stop_sequences") or ():
             # The vendor's words for each (mcp-web-ui#5, BerriAI/litellm#3286).
             if not stop or stop.isspace():

@@ -14,7 +14,7 @@ from typing import Any
 from modelgate.errors import ClientProtocol
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.chat import view
-from modelgate.protocols.chat.decode import to_ir
+from modelgate.protocols.chat.decode import output_limit, to_ir
 from modelgate.protocols.chat.encode import encode_response
 from modelgate.protocols.chat.stream import ChatStreamEncoder
 from modelgate.protocols.chat.tap import ChatStreamTap
@@ -61,6 +61,9 @@ class ChatCodec:
 
     def encode_response(self, resp: ChatResponse, model: str, body: dict[str, Any] | None = None) -> bytes:
         return encode_response(resp, model)
+
+    def output_limit(self, body: Mapping[str, Any]) -> int | None:
+        return output_limit(body)
 
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return {"stream_options": body.get("stream_options")}

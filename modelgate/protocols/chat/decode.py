@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, Mapping, cast
 
 from modelgate.protocols.ir import (
     ChatRequest, ImagePart, Message, Part, TextPart, ThinkingPart, Tool, ToolCall, ToolChoice, ToolResult,
 )
 from modelgate.protocols.messages import cache_mark
+
+
+def output_limit(body: Mapping[str, Any]) -> int | None:
+    """The output tokens a request asks for at most (the current field, else the one it replaced)."""
+    return body.get("max_completion_tokens") or body.get("max_tokens")
 
 
 def to_ir(body: dict[str, Any]) -> ChatRequest:
@@ -55,7 +60,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         messages=messages,
         system=system,
         system_cache=system_cache,
-        max_tokens=body.get("max_completion_tokens") or body.get("max_tokens"),
+        max_tokens=output_limit(body),
         temperature=body.get("temperature"),
         top_p=body.get("top_p"),
         stop=[stop] if isinstance(stop, str) else list(stop or ()),

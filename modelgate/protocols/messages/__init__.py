@@ -17,7 +17,7 @@ from modelgate.errors import ClientProtocol
 from modelgate.protocols.base import Headers, bearer_token
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Usage
 from modelgate.protocols.messages import view
-from modelgate.protocols.messages.decode import reasoning_effort, thinking_field, to_ir
+from modelgate.protocols.messages.decode import output_limit, reasoning_effort, thinking_field, to_ir
 from modelgate.protocols.messages.encode import PING, encode_response, tool_input, vendor_error_type
 from modelgate.protocols.messages.stream import MessagesStreamEncoder
 from modelgate.protocols.messages.tap import MessagesStreamTap
@@ -80,6 +80,9 @@ class MessagesCodec:
 
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return to_ir(body)
+
+    def output_limit(self, body: Mapping[str, Any]) -> int | None:
+        return output_limit(body)
 
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return {}  # a message echoes nothing of the request

@@ -4,7 +4,7 @@ approximated or dropped)."""
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Mapping
 
 import orjson
 
@@ -239,6 +239,11 @@ def _mark_last_block(mark: str, messages: list[Message], system: list[str], syst
         tools[-1].cache = tools[-1].cache or mark
 
 
+def output_limit(body: Mapping[str, Any]) -> int | None:
+    """The output tokens a request asks for at most (absent on count_tokens)."""
+    return body.get("max_tokens")
+
+
 def to_ir(body: dict[str, Any]) -> ChatRequest:
     if body.get("thread") is not None:
         raise thread_refusal("this model is served in another provider's format, which holds no message threads")
@@ -264,7 +269,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
         messages=messages,
         system=system_list,
         system_cache=system_cache,
-        max_tokens=body.get("max_tokens"),  # absent on count_tokens
+        max_tokens=output_limit(body),
         temperature=body.get("temperature"),
         top_p=body.get("top_p"),
         top_k=body.get("top_k"),

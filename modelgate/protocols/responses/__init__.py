@@ -70,6 +70,9 @@ class ResponsesCodec:
     def to_ir(self, body: dict[str, Any]) -> ChatRequest:
         return decode.to_ir(body, self.items.recall if self.items is not None else None)
 
+    def output_limit(self, body: Mapping[str, Any]) -> int | None:
+        return decode.output_limit(body)
+
     def answer_context(self, body: Mapping[str, Any]) -> dict[str, Any]:
         context = echoed(body)
         if forms := decode.call_forms(body.get("tools")):

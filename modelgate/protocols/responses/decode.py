@@ -149,6 +149,11 @@ def references(body: Mapping[str, Any]) -> list[str]:
             if item.get("type") == "item_reference" and isinstance(item.get("id"), str)]
 
 
+def output_limit(body: Mapping[str, Any]) -> int | None:
+    """The output tokens a request asks for at most."""
+    return body.get("max_output_tokens")
+
+
 def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] | None = None) -> ChatRequest:
     """`recall`: an item this gateway produced earlier, by id (items.ItemMemory), for `item_reference`s."""
     for name in STATEFUL_FIELDS:
@@ -227,7 +232,7 @@ def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] |
         model=body["model"],
         messages=messages,
         system=system,
-        max_tokens=body.get("max_output_tokens"),
+        max_tokens=output_limit(body),
         temperature=body.get("temperature"),
         top_p=body.get("top_p"),
         tools=tools,
