@@ -1,4 +1,4 @@
-"""Pass-through fitted to the model behind it (claude.fitted, openai_chat.fitted).
+"""Pass-through fitted to the model behind it (claude.fitted, openai_chat.fitted, openai_responses.fitted).
 
 A client that calls a channel's alias cannot know which model answers, and agents size their requests for no
 model in particular: pi asks any Claude it does not know for manual thinking (`enabled` + `budget_tokens`),
@@ -21,7 +21,7 @@ import pytest
 from tests.fakes.anthropic_upstream import (
     API_KEY, BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, FakeAnthropic, generation_refusal,
 )
-from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, FakeOpenAI, reasoning_refusal
+from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, FakeOpenAI, reasoning_refusal, responses_refusal
 
 CLAUDE = tuple(MODEL_RULES)  # Sonnet and Haiku 4.5, Opus 4.1, Sonnet 4.6, Opus 4.7 to 5.5, Fable 5.1
 TOOL = {"name": "Read", "description": "Read a file",
@@ -152,9 +152,85 @@ async def test_chat_clients_reach_every_openai_model_behind_an_alias(gateway, mo
                         assert sent["max_completion_tokens"] == client["max_tokens"]  # the same limit, renamed
                     if reasoning_refusal({**client, "model": model}, rules) is None and "max_tokens" not in client:
                         assert sent == {**client, "model": model}, (model, name)
-                else:
+                else:  # a model that does not reason: the same request without an effort
                     cap = OUTPUT_CAPS[model]
                     asked = client.get("max_tokens")
-                    assert sent == {**client, "model": model, **({"max_tokens": cap} if asked and asked > cap else {})}
+                    kept = {name: value for name, value in client.items() if name != "reasoning_effort"}
+                    assert sent == {**kept, "model": model, **({"max_tokens": cap} if asked and asked > cap else {})}
+    finally:
+        await fake.close()
+
+
+# What real Responses clients send beside the input (Codex's `reasoning` with its configured effort and a
+# summary; the OpenAI Agents SDK's model settings).
+RESPONSES_BODIES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "codex": {"reasoning": {"effort": "medium", "summary": "auto"}, "include": ["reasoning.encrypted_content"],
+              "store": False, "parallel_tool_calls": False, "tools": [{
+                  "type": "function", "name": "shell", "description": "Run a command", "strict": False,
+                  "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]},
+    "codex-xhigh": {"reasoning": {"effort": "xhigh", "summary": "auto"}},
+    "minimal": {"reasoning": {"effort": "minimal"}, "max_output_tokens": 2000},
+    "none": {"reasoning": {"effort": "none"}},
+    "summary-only": {"reasoning": {"summary": "auto"}},
+    "sampling": {"temperature": 0.2, "top_p": 0.5, "max_output_tokens": 1000},
+}
+
+
+@pytest.mark.parametrize("model", OPENAI)
+async def test_responses_clients_reach_every_openai_model_behind_an_alias(gateway, model):
+    fake = await FakeOpenAI(models=(model,)).start()
+    try:
+        wired = await gateway.wire(fake.base_url, [{"model_id": "team-coder", "upstream_model": model}], kind="openai")
+        async with httpx.AsyncClient(timeout=30) as http:
+            for name, extra in RESPONSES_BODIES.items():
+                client = {"model": "team-coder", "input": "hi", **extra}
+                resp = await http.post(f"{gateway.url}/v1/responses", json=client,
+                                       headers={"authorization": f"Bearer {wired.key}"})
+                assert resp.status_code == 200, (model, name, resp.text)
+                sent = fake.last.json()
+                assert responses_refusal(sent) is None, (model, name)
+                if responses_refusal({**client, "model": model}) is None:
+                    assert sent == {**client, "model": model}, (model, name)  # taken as sent: forwarded as sent
+                else:  # what the client asked for, in the form the model takes: only the refused part goes
+                    assert sent["input"] == "hi" and sent.get("tools") == client.get("tools"), (model, name)
+                    assert (sent.get("reasoning") or {}).get("summary") == (client.get("reasoning") or {}).get("summary")
+    finally:
+        await fake.close()
+
+
+async def test_codex_s_effort_is_the_nearest_level_of_the_model_behind_the_alias(gateway):
+    fake = await FakeOpenAI(models=("gpt-5", "gpt-5.1", "gpt-4.1")).start()
+    try:
+        wired = await gateway.wire(fake.base_url, [{"model_id": f"team-{m}", "upstream_model": m}
+                                                   for m in ("gpt-5", "gpt-5.1", "gpt-4.1")], kind="openai")
+        async with httpx.AsyncClient(timeout=30) as http:
+            async def reasoning_sent(model: str, effort: str) -> Any:
+                resp = await http.post(f"{gateway.url}/v1/responses", headers={"authorization": f"Bearer {wired.key}"},
+                                       json={"model": model, "input": "hi", "temperature": 0.3,
+                                             "reasoning": {"effort": effort, "summary": "auto"}})
+                assert resp.status_code == 200, resp.text
+                return fake.last.json().get("reasoning"), "temperature" in fake.last.json()
+
+            assert await reasoning_sent("team-gpt-5", "xhigh") == ({"effort": "high", "summary": "auto"}, False)
+            assert await reasoning_sent("team-gpt-5.1", "minimal") == ({"effort": "low", "summary": "auto"}, False)
+            assert await reasoning_sent("team-gpt-4.1", "high") == ({"summary": "auto"}, True)
+    finally:
+        await fake.close()
+
+
+@pytest.mark.parametrize("model", OUTPUT_CAPS)
+async def test_a_converted_effort_is_left_out_for_a_model_that_does_not_reason(gateway, model):
+    # Codex (Responses) through an openai-compatible channel: converted to chat completions, where these models
+    # refuse any effort ("Unrecognized request argument supplied: reasoning_effort").
+    fake = await FakeOpenAI(models=(model,)).start()
+    try:
+        wired = await gateway.wire(fake.base_url, [model], kind="openai-compatible")
+        async with httpx.AsyncClient(timeout=30) as http:
+            resp = await http.post(f"{gateway.url}/v1/responses", headers={"authorization": f"Bearer {wired.key}"},
+                                   json={"model": model, "input": "hi", **RESPONSES_BODIES["codex"]})
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["output"][-1]["content"][0]["text"] == "Echo: hi"
+        assert "reasoning_effort" not in fake.last.json()
     finally:
         await fake.close()

@@ -34,7 +34,7 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
-from modelgate.providers.openai_models import output_cap, reasoning_model
+from modelgate.providers.openai_models import output_cap, reasoning_model, refuses_effort
 from modelgate.providers.tool_rules import function_schemas, hashed
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
@@ -150,6 +150,8 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
     if model is not None:
         effort = "none" if req.tools and model.tools_without_effort else model.effort(effort) if effort else None
+    elif not reasoning and refuses_effort(upstream_model):
+        effort = None
     if effort:
         body["reasoning_effort"] = effort
     for name in ("temperature", "top_p", "seed", "frequency_penalty", "presence_penalty"):
@@ -178,23 +180,27 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     return body
 
 
-def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool, learnt_cap: int | None = None,
+def fitted(body: Mapping[str, Any], upstream_model: str, by_name: bool, learnt_cap: int | None = None,
            ) -> dict[str, Any]:
     """The changes (OMIT: left out) that make a chat client's own body what the OpenAI model
     `upstream_model` takes, for pass-through: empty where it takes the body as sent or its name is unknown.
-    `learnt_cap`: the model's output cap learnt from its refusal, for any vendor's model.
+    `by_name`: the channel serves OpenAI's models under their names (OpenAI, Azure), so the name tells a
+    reasoning model; `learnt_cap`: the model's output cap learnt from its refusal, for any vendor's model.
 
     A client cannot tell what serves a model id (a channel's alias), and agents size their requests for
     none in particular (opencode's openai-compatible provider asks every model for `max_tokens: 32000`),
     so the service would refuse what the conversion never sends (`request_body`): more output than the
     model's cap, and to a reasoning model `max_tokens` ("Use 'max_completion_tokens' instead"), sampling
-    settings, an effort level it lacks, `stop` or `parallel_tool_calls` where refused."""
+    settings, an effort level it lacks, `stop` or `parallel_tool_calls` where refused; and to a model known
+    not to reason, an effort."""
     changes: dict[str, Any] = {}
-    if not reasoning:
+    if not (by_name and is_reasoning_family(upstream_model)):
         cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
         if cap is not None:
             changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
                            if type(body.get(name)) is int and body[name] > cap)
+        if "reasoning_effort" in body and refuses_effort(upstream_model):
+            changes["reasoning_effort"] = OMIT
         return changes
     if "max_tokens" in body:
         changes["max_tokens"] = OMIT
@@ -354,8 +360,8 @@ class OpenAIChatAdapter:
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
     ) -> UpstreamRequest:
-        reasoning = self.reasoning_by_name and is_reasoning_family(upstream_model)
-        changes: dict[str, Any] = {"model": upstream_model, **fitted(body, upstream_model, reasoning, output_cap)}
+        changes: dict[str, Any] = {"model": upstream_model,
+                                   **fitted(body, upstream_model, self.reasoning_by_name, output_cap)}
         if stream:
             # Ask for usage on streams; the client's own choice is honoured by the stream tap.
             changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}

@@ -11,9 +11,11 @@ Azure's reasoning how-to, read 2026-11; the refusals in the tests' fake quote th
 - gpt-5.1 to 5.3: none, low, medium and high ("'minimal' is not supported with the 'gpt-5.1' model");
 - gpt-5.4 and later, gpt-6: `xhigh` too, and function tools only with effort `none` ("Function tools with
   reasoning_effort are not supported for gpt-5.4 in /v1/chat/completions");
-- the `-chat` models (gpt-5-chat-latest, gpt-5.2-chat): one effort of their own: none is sent.
-A converted request's effort is moved to the nearest level the model takes; names outside these
-families (other vendors' models, free Azure deployment names) are sent as the client asked.
+- the `-chat` models: gpt-5-chat-latest takes no effort ("Unsupported parameter: 'reasoning.effort'",
+  Laisky/one-api#120), the later ones medium only (gpt-5.2-chat-latest, BerriAI/litellm#38842).
+A request's effort is moved to the nearest level the model takes, and left out for the models known not
+to reason; names outside these families (other vendors' models, free Azure deployment names) are sent as
+the client asked.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ _GPT_5 = ReasoningModel(("minimal", "low", "medium", "high"), takes_stop=False)
 _GPT_5_1 = ReasoningModel(("none", "low", "medium", "high"))
 _GPT_5_4 = ReasoningModel(("none", "low", "medium", "high", "xhigh"), tools_without_effort=True)
 _CHAT = ReasoningModel(())
+_CHAT_5_1 = ReasoningModel(("medium",))
 
 
 # Checked in order: the first pattern that matches the start of the name gives its cap.
@@ -63,6 +66,14 @@ def output_cap(name: str) -> int | None:
     return next((cap for pattern, cap in _OUTPUT_CAPS if pattern.match(base)), None)
 
 
+def refuses_effort(name: str) -> bool:
+    """An OpenAI model known by name not to reason (gpt-4o, gpt-4.1, gpt-4-turbo, gpt-3.5: those of the cap
+    table), which refuses an effort: "Unrecognized request argument supplied: reasoning_effort" on Chat
+    Completions (Open-Less/openless#555, scaleapi/vero#54), "Unsupported parameter: 'reasoning.effort' is not
+    supported with this model." on Responses (BoundaryML/baml#2708; Codex aliased to gpt-4o, BerriAI/litellm#38842)."""
+    return output_cap(name) is not None
+
+
 @functools.lru_cache(maxsize=1024)
 def reasoning_model(name: str) -> ReasoningModel | None:
     """The rules of an OpenAI reasoning model by name, else None."""
@@ -75,7 +86,7 @@ def reasoning_model(name: str) -> ReasoningModel | None:
     if major < 5:
         return None
     if "-chat" in suffix:
-        return _CHAT
+        return _CHAT_5_1 if (major, minor) >= (5, 1) else _CHAT
     if (major, minor) >= (5, 4):
         return _GPT_5_4
     return _GPT_5_1 if (major, minor) >= (5, 1) else _GPT_5

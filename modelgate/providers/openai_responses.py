@@ -2,7 +2,8 @@
 
 Used for pass-through only: a Responses client calling a model of such a channel has its
 body forwarded as is (`model` set to the channel's upstream model, `previous_response_id`
-and every vendor field included), and the answer relayed byte for byte; its input-token counts
+and every vendor field included; what an OpenAI model known by name refuses is fitted: `fitted`),
+and the answer relayed byte for byte; its input-token counts
 (`POST /responses/input_tokens`) and compactions (`POST /responses/compact`) likewise. Other
 clients reach these kinds over chat completions (openai_chat, azure_openai). Error bodies are the chat
 format's, so errors are classified by the kind's chat adapter.
@@ -15,10 +16,11 @@ from typing import Any, Callable, Mapping
 import orjson
 
 from modelgate.errors import UpstreamError
-from modelgate.protocols.body import forward
+from modelgate.protocols.body import OMIT, forward
 from modelgate.protocols.responses import NATIVE_WIRE
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
+from modelgate.providers.openai_models import output_cap, reasoning_model, refuses_effort
 
 class ResponsesPassThrough:
     """The `openai-responses` wire (a `PassThroughAdapter`) of a kind whose chat adapter gives
@@ -37,24 +39,52 @@ class ResponsesPassThrough:
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              stream: bool, client_headers: Mapping[str, str] | None = None,
                              output_cap: int | None = None) -> UpstreamRequest:
-        changes: dict[str, Any] = {"model": upstream_model}
-        asked = body.get("max_output_tokens")
-        if output_cap is not None and type(asked) is int and asked > output_cap:
-            changes["max_output_tokens"] = output_cap
+        changes = fitted(body, upstream_model, output_cap)
         return UpstreamRequest("POST", self.url(endpoint) + self.path, self.chat.headers(endpoint),
-                               forward(body, changes))
+                               forward(body, {"model": upstream_model, **changes}))
 
     def native_count_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              client_headers: Mapping[str, str] | None = None) -> UpstreamRequest:
-        """The vendor's own count (`POST /responses/input_tokens`), the client's body as is."""
+        """The vendor's own count (`POST /responses/input_tokens`) of the client's body, as the model takes it."""
         return UpstreamRequest("POST", self.url(endpoint) + "/input_tokens", self.chat.headers(endpoint),
-                               forward(body, {"model": upstream_model}))
+                               forward(body, {"model": upstream_model, **fitted(body, upstream_model)}))
 
     def parse_count(self, body: bytes) -> int:
         return orjson.loads(body)["input_tokens"]
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError:
         return self.chat.classify_error(status, body, headers)
+
+
+_SAMPLING = ("temperature", "top_p")
+
+
+def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None = None) -> dict[str, Any]:
+    """The changes (OMIT: left out) that make a Responses client's own body what the OpenAI model
+    `upstream_model` takes (the chat rules' counterpart, openai_chat.fitted): empty where it takes the
+    body as sent or its name is unknown. A client cannot tell what serves a model id: Codex asks every
+    model for an effort, which gpt-4o and gpt-4.1 refuse ("Unsupported parameter: 'reasoning.effort' is not
+    supported with this model."), and reasoning models refuse sampling settings ("Unsupported parameter:
+    'temperature' is not supported with this model.", OpenHands/software-agent-sdk#1837) and effort levels
+    of other generations. `learnt_cap`: the output cap learnt from the model's refusal."""
+    changes: dict[str, Any] = {}
+    cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
+    asked = body.get("max_output_tokens")
+    if cap is not None and type(asked) is int and asked > cap:
+        changes["max_output_tokens"] = cap
+    reasoning = body.get("reasoning")
+    if not isinstance(reasoning, dict) or reasoning.get("effort") is None:
+        effort = None
+    elif (model := reasoning_model(upstream_model)) is not None:
+        effort = model.effort(reasoning["effort"])
+    else:
+        effort = None if refuses_effort(upstream_model) else reasoning["effort"]
+    if isinstance(reasoning, dict) and effort != reasoning.get("effort"):
+        rest = {name: value for name, value in reasoning.items() if name != "effort"}
+        changes["reasoning"] = {**rest, "effort": effort} if effort else rest or OMIT
+    if reasoning_model(upstream_model) is not None:
+        changes.update((name, OMIT) for name in _SAMPLING if name in body)
+    return changes
 
 
 def openai_url(endpoint: Endpoint) -> str:

@@ -9,7 +9,8 @@ tests/test_responses_codec.py), and error bodies
 
 Refusals beyond the field checks, in the service's words: more max tokens than the model's OUTPUT_CAPS, a
 `user` over 64 characters, tool names and schemas the service refuses (tests/fakes/tool_rules.py), and for the reasoning models of REASONING_RULES what their generation does not take
-(effort levels, `stop`, `parallel_tool_calls`, function tools beside an effort, sampling settings).
+(effort levels, `stop`, `parallel_tool_calls`, function tools beside an effort, sampling settings); an effort
+to the models of OUTPUT_CAPS, which do not reason; on the Responses API the same by model (`responses_refusal`).
 
 Answers are derived from the request so tests can check what went through:
 the reply text is "Echo: <last user text>", usage counts words, and a call
@@ -81,6 +82,20 @@ def reasoning_refusal(body: dict[str, Any], rules: ReasoningRules) -> str | None
         return (f"Function tools with reasoning_effort are not supported for {body['model']} in /v1/chat/completions. "
                 "Please use /v1/responses instead.")
     return None
+
+
+def responses_refusal(body: dict[str, Any]) -> str | None:
+    """What an OpenAI model refuses on the Responses API, in the service's words: an effort where it does not
+    reason (BoundaryML/baml#2708, OpenAI-DotNet#500: gpt-4.1, gpt-4o), an effort level of another generation,
+    sampling settings where it reasons (OpenHands/software-agent-sdk#1837, sourcebot-dev/sourcebot#454)."""
+    model, reasoning = body["model"], body.get("reasoning") or {}
+    effort = reasoning.get("effort")
+    rules = REASONING_RULES.get(model)
+    if rules is None:
+        return _UNSUPPORTED.format("reasoning.effort") if model in OUTPUT_CAPS and effort is not None else None
+    if effort is not None and effort not in rules.efforts:
+        return reasoning_refusal({"model": model, "reasoning_effort": effort}, rules)
+    return next((_UNSUPPORTED.format(name) for name in ("temperature", "top_p") if name in body), None)
 
 
 def _unanswered_tool_message(messages: list[Any]) -> int | None:
@@ -202,6 +217,10 @@ class FakeOpenAI(FakeUpstream):
                                      "Use 'max_completion_tokens' instead.", "invalid_request_error",
                                 "unsupported_parameter")
         most, asked = OUTPUT_CAPS.get(model), body.get("max_tokens") or body.get("max_completion_tokens")
+        if most is not None and "reasoning_effort" in body:
+            # the service's words for a model that does not reason (Open-Less/openless#555, scaleapi/vero#54)
+            return openai_error(400, "Unrecognized request argument supplied: reasoning_effort",
+                                "invalid_request_error", None)
         if most is not None and isinstance(asked, int) and asked > most:
             return openai_error(400, f"max_tokens is too large: {asked}. This model supports at most {most} completion "
                                 f"tokens, whereas you provided {asked}.", "invalid_request_error", "invalid_value")
@@ -370,6 +389,8 @@ class FakeOpenAI(FakeUpstream):
         body = await self._responses_body(request)
         if isinstance(body, web.Response):
             return body
+        if (refusal := responses_refusal(body)) is not None:
+            return openai_error(400, refusal, "invalid_request_error", "unsupported_parameter")
         previous = body.get("previous_response_id")
         if previous is not None and previous not in self.stored_responses:
             return openai_error(400, f"Previous response with id '{previous}' not found.",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Literal, Union
 
+import msgspec
 from msgspec import UNSET, Raw, UnsetType
 
 from modelgate.protocols.body import ClientBody
@@ -64,9 +65,9 @@ class Text(View):
     verbosity: Union[str, None] = None
 
 
-class Reasoning(View):
-    effort: Union[Literal["none", "minimal", "low", "medium", "high", "xhigh"], None] = None
-    summary: Union[Literal["auto", "concise", "detailed"], None] = None
+class Reasoning(View):  # unsent fields UNSET, so that it reads back as sent (the model's rules read it)
+    effort: Opt[Literal["none", "minimal", "low", "medium", "high", "xhigh"]] = UNSET
+    summary: Opt[Literal["auto", "concise", "detailed"]] = UNSET
 
 
 class ResponsesRequest(View):
@@ -174,4 +175,6 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     pieces += present(request, _RAW_FIELDS)
     if not sound(pieces):
         return None
-    return partial_body(request, raw), request.model, bool(request.stream)
+    # What the model's rules read on pass-through (openai_responses.fitted): a small object, decoded at once
+    read = {"reasoning": msgspec.to_builtins(request.reasoning)} if request.reasoning else None
+    return partial_body(request, raw, read), request.model, bool(request.stream)
