@@ -4,7 +4,8 @@ SDK (npm `ai` + `@ai-sdk/openai`), installed from tests/clients/package.json by 
 Each runs against the real gateway, with a scripted fake upstream behind it that makes the
 model call a tool and then finish: through a chat-format channel and through an `anthropic`
 channel (both converted), and through a Gemini and a Bedrock Converse channel, whose fakes check the
-clients' own tool schemas and histories. Runs are bounded; a missing CLI or runtime skips with the reason.
+clients' own tool schemas and histories. Codex also runs as the README sets it up, on an `openai` channel
+(passed through). Runs are bounded; a missing CLI or runtime skips with the reason.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
 from tests.fakes.anthropic_upstream import Reply
 from tests.fakes.bedrock_upstream import FakeBedrock
 from tests.fakes.gemini_upstream import FakeGemini
+from tests.fakes.openai_upstream import FakeOpenAI, responses_refusal
 from tests.test_chat_e2e import call_rows
 
 CLIENTS = Path(__file__).parent / "clients"
@@ -190,6 +192,35 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
     assert len(upstream.requests) == 2  # the tool call, then the answer
     rows = await call_rows(gateway, 2)
     assert {(r.protocol, r.stream, r.status) for r in rows} == {("responses", True, 200)}
+
+
+@pytest.mark.parametrize("upstream_model", ["gpt-4o-mini", "gpt-5", "gpt-5.1"])
+async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model):
+    # The README's own model id on an `openai` channel (passed through), served by the model itself or by an
+    # OpenAI model of another generation behind it, which refuses what the first takes (tests/fakes/openai_upstream:
+    # an effort where the model does not reason, an effort level of another generation).
+    need(CODEX, "The Codex CLI (@openai/codex)")
+    fake = await FakeOpenAI(models=(upstream_model,)).start()
+    try:
+        wired = await gateway.wire(fake.base_url, [{"model_id": "gpt-4o-mini", "upstream_model": upstream_model}],
+                                   kind="openai")
+        home, work = tmp_path / "codex-home", tmp_path / "work"
+        home.mkdir()
+        work.mkdir()
+        # A Codex user's usual setting: Codex then asks every model for that effort (0.169 does, whatever the model).
+        (home / "config.toml").write_text('model_reasoning_effort = "xhigh"\n'
+                                          + readme_codex_config(f"{gateway.url}/v1", "gpt-4o-mini"))
+        env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
+               "MODELGATE_API_KEY": wired.key, "NO_COLOR": "1"}
+        code, out, err = await run([str(CODEX), "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+                                    "-C", str(work), "say hi"], env, work)
+        assert code == 0, err[-2000:]
+        events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
+        items = [e["item"] for e in events if e["type"] == "item.completed"]
+        assert items[-1]["type"] == "agent_message" and items[-1]["text"] == "Echo: say hi", events
+        assert responses_refusal(fake.last.json()) is None and len(fake.requests) == 1
+    finally:
+        await fake.close()
 
 
 @pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
