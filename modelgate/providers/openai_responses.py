@@ -72,18 +72,20 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     asked = body.get("max_output_tokens")
     if cap is not None and type(asked) is int and asked > cap:
         changes["max_output_tokens"] = cap
-    reasoning = body.get("reasoning")
-    if not isinstance(reasoning, dict) or reasoning.get("effort") is None:
-        effort = None
-    elif (model := reasoning_model(upstream_model)) is not None:
-        effort = model.effort(reasoning["effort"])
+    model = reasoning_model(upstream_model)
+    if model is not None:
+        changes.update((name, OMIT) for name in _SAMPLING if name in body)
+    reasoning: Any = body.get("reasoning")
+    asked_effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
+    if asked_effort is None:
+        return changes
+    if model is not None:
+        effort = model.effort(asked_effort)
     else:
-        effort = None if refuses_effort(upstream_model) else reasoning["effort"]
-    if isinstance(reasoning, dict) and effort != reasoning.get("effort"):
+        effort = None if refuses_effort(upstream_model) else asked_effort
+    if effort != asked_effort:
         rest = {name: value for name, value in reasoning.items() if name != "effort"}
         changes["reasoning"] = {**rest, "effort": effort} if effort else rest or OMIT
-    if reasoning_model(upstream_model) is not None:
-        changes.update((name, OMIT) for name in _SAMPLING if name in body)
     return changes
 
 
