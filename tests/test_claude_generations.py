@@ -109,8 +109,9 @@ async def test_a_client_s_max_tokens_counts_the_thinking_as_openai_s_does(gatewa
 
 
 async def test_forced_tool_calls_reach_every_generation(gateway, claude_upstream):
-    # Manual thinking refuses a forced tool call, and Opus 5.5 and Fable 5.1 refuse one always; the call is
-    # then left to the model (tool_choice auto), which calls the tool the user names.
+    # Thinking, manual or adaptive, refuses a forced tool call: the thinking goes, the call's structure wins.
+    # Opus 5.5 and Fable 5.1 refuse one always: the call is then left to the model (tool_choice auto), which
+    # calls the tool the user names.
     api = await chat_client(gateway, claude_upstream)
     for model in MODELS:
         for choice in ("required", {"type": "function", "function": {"name": "lookup"}}):

@@ -42,6 +42,9 @@ MESSAGES_BODIES: dict[str, dict[str, Any]] = {
     "forced-tool-thinking": {"max_tokens": 8192, "tool_choice": {"type": "any", "disable_parallel_tool_use": True},
                              "thinking": {"type": "enabled", "budget_tokens": 2048}},
     "effort-only": {"max_tokens": 4096, "output_config": {"effort": "medium"}},
+    # an agent framework's output tool (pydantic-ai's `required` choice) with thinking on
+    "forced-tool-adaptive": {"max_tokens": 8192, "tool_choice": {"type": "any"}, "thinking": {"type": "adaptive"},
+                             "output_config": {"effort": "high"}},
 }
 
 

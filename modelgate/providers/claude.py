@@ -56,6 +56,11 @@ MIN_THINKING_BUDGET = 1024  # "Must be ≥1024 and less than `max_tokens`" (the 
 # Effort levels: OpenAI's `minimal` is below Claude's lowest; `xhigh` exists from 4.7 (not on Haiku).
 _EFFORT_LEVEL = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
 _FORCED = ("required", "tool")
+_THINKING = ("enabled", "adaptive")
+
+
+def _forced(req: ChatRequest) -> bool:
+    return req.tool_choice is not None and req.tool_choice.mode in _FORCED
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +260,8 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
         req = dataclasses.replace(req, tool_choice=ToolChoice("auto", parallel=req.tool_choice.parallel))
     if gen.adaptive:
         req, fields = _adaptive_thinking(req, gen, default_max_tokens)
+        if _forced(req) and fields.get("thinking", {}).get("type") in _THINKING:
+            fields = {name: value for name, value in fields.items() if name != "thinking"}  # as below: structure wins
     elif gen.thinks:
         req, fields = _manual_thinking(req, default_max_tokens)
     else:
@@ -325,8 +332,10 @@ def fitted(body: Mapping[str, Any], model: str, learnt_cap: int | None = None) -
     if forced and gen.refuses_forced_tools:
         changes["tool_choice"] = {**choice, "type": "auto"}
         changes["tool_choice"].pop("name", None)
-    elif forced and thinking_type == "enabled":
-        new_thinking = OMIT  # "Thinking may not be enabled when tool_choice forces tool use": the call's structure wins
+    elif forced and thinking_type in _THINKING:
+        # "Thinking may not be enabled when tool_choice forces tool use", adaptive thinking too (the vendor's
+        # extended-thinking page: thinking takes tool_choice auto or none only): the call's structure wins
+        new_thinking = OMIT
     thinking_type = new_thinking.get("type") if isinstance(new_thinking, dict) else None
     if new_thinking is not thinking:
         changes["thinking"] = new_thinking
@@ -379,8 +388,7 @@ def _manual_thinking(req: ChatRequest, default_max_tokens: int) -> tuple[ChatReq
         thinking = thinking_field(budget)
         return req, ({"thinking": thinking} if thinking is not None else {})
     budget = EFFORT_BUDGET.get(req.reasoning_effort)
-    choice = req.tool_choice
-    if not budget or (choice is not None and choice.mode in _FORCED) or not _tool_turn_opens_with_signed_thinking(req):
+    if not budget or _forced(req) or not _tool_turn_opens_with_signed_thinking(req):
         # `none` (the model's default: no thinking); "Thinking may not be enabled when tool_choice forces tool
         # use."; a tool loop's last turn without the signed thinking it must open with (a chat client cannot
         # send it back): without thinking

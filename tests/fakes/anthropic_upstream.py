@@ -209,6 +209,10 @@ def generation_refusal(body: dict[str, Any], rules: ModelRules) -> str | None:
         if forced:
             return "Thinking may not be enabled when tool_choice forces tool use."
         return _unsigned_tool_turn(body["messages"])
+    if kind == "adaptive" and forced:
+        # thinking takes tool_choice auto or none only, adaptive too (the vendor's extended-thinking page;
+        # Alcova-AI/adk-anthropic-go#23, llm-exe/llm-exe#720)
+        return "Thinking may not be enabled when tool_choice forces tool use."
     return None
 
 
