@@ -8,7 +8,7 @@ adaptive-thinking, effort, and each model's "what's new" page, read 2026-11):
   turn of a tool loop must open with the model's own signed thinking;
 - from 4.6: adaptive thinking, its depth set by `output_config.effort` (`enabled` is deprecated on 4.6 and
   refused from 4.7: "\"thinking.type.enabled\" is not supported for this model"); 4.6 keeps the sampling
-  rules above while thinking is on; no assistant prefill ("This model does not support assistant message
+  rules above while thinking is on; no forced tool use beside adaptive thinking either; no assistant prefill ("This model does not support assistant message
   prefill. The conversation must end with a user message.");
 - from 4.7 (Opus 4.7 and 4.8, every 5.x model, Fable, Mythos): a temperature other than 1, any top_p or
   top_k is refused on every request ("`temperature` is deprecated for this model."), and thinking text is
