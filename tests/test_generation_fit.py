@@ -136,32 +136,38 @@ CHAT_BODIES: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("model", OPENAI)
-async def test_chat_clients_reach_every_openai_model_behind_an_alias(gateway, model):
+async def each_sent(gateway, model: str, path: str, base: dict[str, Any], bodies: dict[str, dict[str, Any]]):
+    """(name, client body, what the vendor got) for each of `bodies` sent to `path` under an alias of the OpenAI
+    `model` (an `openai` channel); each must be answered."""
     fake = await FakeOpenAI(models=(model,)).start()
     try:
         wired = await gateway.wire(fake.base_url, [{"model_id": "team-coder", "upstream_model": model}], kind="openai")
         async with httpx.AsyncClient(timeout=30) as http:
-            for name, extra in CHAT_BODIES.items():
-                client = {"model": "team-coder", "messages": [{"role": "user", "content": "hi"}], **extra}
-                resp = await http.post(f"{gateway.url}/v1/chat/completions", json=client,
-                                       headers={"authorization": f"Bearer {wired.key}"})
+            for name, extra in bodies.items():
+                client = {"model": "team-coder", **base, **extra}
+                resp = await http.post(f"{gateway.url}{path}", json=client, headers={"authorization": f"Bearer {wired.key}"})
                 assert resp.status_code == 200, (model, name, resp.text)
-                sent = fake.last.json()
-                rules = REASONING_RULES.get(model)
-                if rules is not None:
-                    assert "max_tokens" not in sent and reasoning_refusal(sent, rules) is None, (model, name)
-                    if "max_tokens" in client:
-                        assert sent["max_completion_tokens"] == client["max_tokens"]  # the same limit, renamed
-                    if reasoning_refusal({**client, "model": model}, rules) is None and "max_tokens" not in client:
-                        assert sent == {**client, "model": model}, (model, name)
-                else:  # a model that does not reason: the same request without an effort
-                    cap = OUTPUT_CAPS[model]
-                    asked = client.get("max_tokens")
-                    kept = {name: value for name, value in client.items() if name != "reasoning_effort"}
-                    assert sent == {**kept, "model": model, **({"max_tokens": cap} if asked and asked > cap else {})}
+                yield name, client, fake.last.json()
     finally:
         await fake.close()
+
+
+@pytest.mark.parametrize("model", OPENAI)
+async def test_chat_clients_reach_every_openai_model_behind_an_alias(gateway, model):
+    messages = {"messages": [{"role": "user", "content": "hi"}]}
+    async for name, client, sent in each_sent(gateway, model, "/v1/chat/completions", messages, CHAT_BODIES):
+        rules = REASONING_RULES.get(model)
+        if rules is not None:
+            assert "max_tokens" not in sent and reasoning_refusal(sent, rules) is None, (model, name)
+            if "max_tokens" in client:
+                assert sent["max_completion_tokens"] == client["max_tokens"]  # the same limit, renamed
+            if reasoning_refusal({**client, "model": model}, rules) is None and "max_tokens" not in client:
+                assert sent == {**client, "model": model}, (model, name)
+        else:  # a model that does not reason: the same request without an effort
+            cap = OUTPUT_CAPS[model]
+            asked = client.get("max_tokens")
+            kept = {name: value for name, value in client.items() if name != "reasoning_effort"}
+            assert sent == {**kept, "model": model, **({"max_tokens": cap} if asked and asked > cap else {})}
 
 
 # What real Responses clients send beside the input (Codex's `reasoning` with its configured effort and a
@@ -182,24 +188,13 @@ RESPONSES_BODIES: dict[str, dict[str, Any]] = {
 
 @pytest.mark.parametrize("model", OPENAI)
 async def test_responses_clients_reach_every_openai_model_behind_an_alias(gateway, model):
-    fake = await FakeOpenAI(models=(model,)).start()
-    try:
-        wired = await gateway.wire(fake.base_url, [{"model_id": "team-coder", "upstream_model": model}], kind="openai")
-        async with httpx.AsyncClient(timeout=30) as http:
-            for name, extra in RESPONSES_BODIES.items():
-                client = {"model": "team-coder", "input": "hi", **extra}
-                resp = await http.post(f"{gateway.url}/v1/responses", json=client,
-                                       headers={"authorization": f"Bearer {wired.key}"})
-                assert resp.status_code == 200, (model, name, resp.text)
-                sent = fake.last.json()
-                assert responses_refusal(sent) is None, (model, name)
-                if responses_refusal({**client, "model": model}) is None:
-                    assert sent == {**client, "model": model}, (model, name)  # taken as sent: forwarded as sent
-                else:  # what the client asked for, in the form the model takes: only the refused part goes
-                    assert sent["input"] == "hi" and sent.get("tools") == client.get("tools"), (model, name)
-                    assert (sent.get("reasoning") or {}).get("summary") == (client.get("reasoning") or {}).get("summary")
-    finally:
-        await fake.close()
+    async for name, client, sent in each_sent(gateway, model, "/v1/responses", {"input": "hi"}, RESPONSES_BODIES):
+        assert responses_refusal(sent) is None, (model, name)
+        if responses_refusal({**client, "model": model}) is None:
+            assert sent == {**client, "model": model}, (model, name)  # taken as sent: forwarded as sent
+        else:  # what the client asked for, in the form the model takes: only the refused part goes
+            assert sent["input"] == "hi" and sent.get("tools") == client.get("tools"), (model, name)
+            assert (sent.get("reasoning") or {}).get("summary") == (client.get("reasoning") or {}).get("summary")
 
 
 async def test_codex_s_effort_is_the_nearest_level_of_the_model_behind_the_alias(gateway):
