@@ -206,13 +206,17 @@ async def test_codex_s_effort_is_the_nearest_level_of_the_model_behind_the_alias
             async def reasoning_sent(model: str, effort: str) -> Any:
                 resp = await http.post(f"{gateway.url}/v1/responses", headers={"authorization": f"Bearer {wired.key}"},
                                        json={"model": model, "input": "hi", "temperature": 0.3,
+                                             "include": ["reasoning.encrypted_content", "message.output_text.logprobs"],
                                              "reasoning": {"effort": effort, "summary": "auto"}})
                 assert resp.status_code == 200, resp.text
-                return fake.last.json().get("reasoning"), "temperature" in fake.last.json()
+                sent = fake.last.json()
+                return sent.get("reasoning"), "temperature" in sent, len(sent["include"])
 
-            assert await reasoning_sent("team-gpt-5", "xhigh") == ({"effort": "high", "summary": "auto"}, False)
-            assert await reasoning_sent("team-gpt-5.1", "minimal") == ({"effort": "low", "summary": "auto"}, False)
-            assert await reasoning_sent("team-gpt-4.1", "high") == ({"summary": "auto"}, True)
+            # the nearest level; no sampling to a reasoning model
+            assert await reasoning_sent("team-gpt-5", "xhigh") == ({"effort": "high", "summary": "auto"}, False, 2)
+            assert await reasoning_sent("team-gpt-5.1", "minimal") == ({"effort": "low", "summary": "auto"}, False, 2)
+            # no effort, and no encrypted reasoning asked back, from a model that does not reason
+            assert await reasoning_sent("team-gpt-4.1", "high") == ({"summary": "auto"}, True, 1)
     finally:
         await fake.close()
 

@@ -198,7 +198,7 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
 async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model):
     # The README's own model id on an `openai` channel (passed through), served by the model itself or by an
     # OpenAI model of another generation behind it, which refuses what the first takes (tests/fakes/openai_upstream:
-    # an effort where the model does not reason, an effort level of another generation).
+    # an effort or encrypted reasoning where the model does not reason, an effort level of another generation).
     need(CODEX, "The Codex CLI (@openai/codex)")
     fake = await FakeOpenAI(models=(upstream_model,)).start()
     try:

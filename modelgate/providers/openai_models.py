@@ -36,6 +36,8 @@ class ReasoningModel:
     takes_stop: bool = True
     takes_parallel_tool_calls: bool = True
     tools_without_effort: bool = False  # function tools only with effort `none`
+    # its reasoning can be asked back encrypted (`include: ["reasoning.encrypted_content"]`, Responses)
+    encrypted_reasoning: bool = True
 
     def effort(self, requested: str) -> str | None:
         """The level the model takes nearest to `requested` (the higher one on a tie), None where it
@@ -50,7 +52,7 @@ _O_SERIES = ReasoningModel(("low", "medium", "high"), takes_stop=False, takes_pa
 _GPT_5 = ReasoningModel(("minimal", "low", "medium", "high"), takes_stop=False)
 _GPT_5_1 = ReasoningModel(("none", "low", "medium", "high"))
 _GPT_5_4 = ReasoningModel(("none", "low", "medium", "high", "xhigh"), tools_without_effort=True)
-_CHAT = ReasoningModel(())
+_CHAT = ReasoningModel((), encrypted_reasoning=False)  # "Encrypted content is not supported" (pydantic-ai#3326)
 _CHAT_5_1 = ReasoningModel(("medium",))
 
 

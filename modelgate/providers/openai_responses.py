@@ -57,6 +57,7 @@ class ResponsesPassThrough:
 
 
 _SAMPLING = ("temperature", "top_p")
+_ENCRYPTED = "reasoning.encrypted_content"
 
 
 def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None = None) -> dict[str, Any]:
@@ -64,9 +65,11 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     `upstream_model` takes (the chat rules' counterpart, openai_chat.fitted): empty where it takes the
     body as sent or its name is unknown. A client cannot tell what serves a model id: Codex asks every
     model for an effort, which gpt-4o and gpt-4.1 refuse ("Unsupported parameter: 'reasoning.effort' is not
-    supported with this model."), and reasoning models refuse sampling settings ("Unsupported parameter:
-    'temperature' is not supported with this model.", OpenHands/software-agent-sdk#1837) and effort levels
-    of other generations. `learnt_cap`: the output cap learnt from the model's refusal."""
+    supported with this model."), and for its reasoning encrypted, which they refuse too ("Encrypted content
+    is not supported with this model.", pydantic/pydantic-ai#2865, NousResearch/hermes-agent#24234);
+    reasoning models refuse sampling settings ("Unsupported parameter: 'temperature' is not supported with
+    this model.", OpenHands/software-agent-sdk#1837) and effort levels of other generations. `learnt_cap`:
+    the output cap learnt from the model's refusal."""
     changes: dict[str, Any] = {}
     cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
     asked = body.get("max_output_tokens")
@@ -75,6 +78,11 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     model = reasoning_model(upstream_model)
     if model is not None:
         changes.update((name, OMIT) for name in _SAMPLING if name in body)
+    include: Any = body.get("include")
+    if (isinstance(include, list) and _ENCRYPTED in include
+            and (not model.encrypted_reasoning if model is not None else refuses_effort(upstream_model))):
+        kept = [item for item in include if item != _ENCRYPTED]
+        changes["include"] = kept if kept else OMIT
     reasoning: Any = body.get("reasoning")
     asked_effort = reasoning.get("effort") if isinstance(reasoning, dict) else None
     if asked_effort is None:

@@ -85,13 +85,16 @@ def reasoning_refusal(body: dict[str, Any], rules: ReasoningRules) -> str | None
 
 
 def responses_refusal(body: dict[str, Any]) -> str | None:
-    """What an OpenAI model refuses on the Responses API, in the service's words: an effort where it does not
-    reason (BoundaryML/baml#2708, OpenAI-DotNet#500: gpt-4.1, gpt-4o), an effort level of another generation,
-    sampling settings where it reasons (OpenHands/software-agent-sdk#1837, sourcebot-dev/sourcebot#454)."""
+    """What an OpenAI model refuses on the Responses API, in the service's words: an effort or its reasoning
+    encrypted where it does not reason (BoundaryML/baml#2708, OpenAI-DotNet#500: gpt-4.1, gpt-4o), an effort
+    level of another generation, sampling settings where it reasons (OpenHands/software-agent-sdk#1837, sourcebot-dev/sourcebot#454)."""
     model, reasoning = body["model"], body.get("reasoning") or {}
     effort = reasoning.get("effort")
     rules = REASONING_RULES.get(model)
     if rules is None:
+        if model in OUTPUT_CAPS and "reasoning.encrypted_content" in (body.get("include") or ()):
+            # the service's words (pydantic/pydantic-ai#2865: gpt-4o, gpt-4o-mini; miquido/draive#399: gpt-4.1-mini)
+            return "Encrypted content is not supported with this model."
         return _UNSUPPORTED.format("reasoning.effort") if model in OUTPUT_CAPS and effort is not None else None
     if effort is not None and effort not in rules.efforts:
         return reasoning_refusal({"model": model, "reasoning_effort": effort}, rules)

@@ -3,7 +3,7 @@ msgspec types, for the requests clients usually send. None: let validate decide.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Any, Literal, Union
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -175,6 +175,10 @@ def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     pieces += present(request, _RAW_FIELDS)
     if not sound(pieces):
         return None
-    # What the model's rules read on pass-through (openai_responses.fitted): a small object, decoded at once
-    read = {"reasoning": msgspec.to_builtins(request.reasoning)} if request.reasoning else None
+    # What the model's rules read on pass-through (openai_responses.fitted): small values, decoded at once
+    read: dict[str, Any] = {}
+    if request.reasoning:
+        read["reasoning"] = msgspec.to_builtins(request.reasoning)
+    if isinstance(request.include, list):
+        read["include"] = request.include  # strings: read as orjson reads them
     return partial_body(request, raw, read), request.model, bool(request.stream)
