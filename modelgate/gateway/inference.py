@@ -392,7 +392,8 @@ class _Call:
         if native:
             self.max_tokens = self.codec.output_limit(self.body)
             req = adapter.build_native_request(self.body, route.upstream_model, endpoint, self.ctx.stream,
-                                               self.client_headers, self._learnt_cap(route, endpoint))
+                                               self.client_headers, self._learnt_cap(route, endpoint),
+                                               True if "reasoning" in route.capabilities else None)
             self.body = shed(self.body)  # a body the typed view left to validate: its tree goes now too
         else:
             body = whole(self.body)

@@ -479,6 +479,7 @@ class AnthropicMessagesAdapter:
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
+        marked_reasoning: bool | None = None,
     ) -> UpstreamRequest:
         if body.get("thread") is not None and not _holds_threads(endpoint):
             raise thread_refusal("this channel's Anthropic-compatible API holds no message threads")

@@ -28,8 +28,7 @@ import orjson
 from modelgate.errors import ErrorType, UpstreamError
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.credentials import AzureEntraToken, source_for
-from modelgate.protocols.ir import ChatRequest
-from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields, request_body
+from modelgate.providers.openai_chat import OpenAIChatAdapter, error_fields
 
 DEFAULT_API_VERSION = "2024-10-21"  # latest GA data-plane inference version
 # Reasoning models (o-series, gpt-5) need a later version for `max_completion_tokens` and
@@ -70,12 +69,6 @@ class AzureOpenAIAdapter(OpenAIChatAdapter):
         version = self._version(endpoint, reasoning)
         return (f"{endpoint.base_url.rstrip('/')}/openai/deployments/{quote(upstream_model, safe='')}"
                 f"/chat/completions?api-version={quote(version, safe='')}")
-
-    def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        reasoning = self.reasoning(req, upstream_model)
-        body = request_body(req, upstream_model, self.replay_reasoning, reasoning)
-        return UpstreamRequest("POST", self.url(endpoint, upstream_model, reasoning), self.headers(endpoint),
-                               orjson.dumps(body))
 
     def headers(self, endpoint: Endpoint) -> dict[str, str]:
         token = _entra(endpoint)

@@ -98,9 +98,11 @@ class PassThroughAdapter(Protocol):
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
+        marked_reasoning: bool | None = None,
     ) -> UpstreamRequest:
         """`output_cap`: the most output tokens the model takes, learnt from its refusal
-        (providers/output_caps.py); the body's output limit is cut to it."""
+        (providers/output_caps.py); the body's output limit is cut to it. `marked_reasoning`: the model
+        instance's `reasoning` capability (True), for a model its name does not tell; None: not marked."""
         ...
 
     def classify_error(self, status: int, body: bytes, headers: Mapping[str, str]) -> UpstreamError: ...

@@ -52,7 +52,7 @@ _ERROR_KINDS = {
 class MockAdapter(OpenAIChatAdapter):
     """The chat-completions adapter, pointed at the in-process mock upstream."""
 
-    def url(self, endpoint: Endpoint, upstream_model: str) -> str:
+    def url(self, endpoint: Endpoint, upstream_model: str, reasoning: bool = False) -> str:
         return MOCK_UPSTREAM.base_url + self.chat_path
 
     def headers(self, endpoint: Endpoint) -> dict[str, str]:

@@ -180,12 +180,12 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     return body
 
 
-def fitted(body: Mapping[str, Any], upstream_model: str, by_name: bool, learnt_cap: int | None = None,
+def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool, learnt_cap: int | None = None,
            ) -> dict[str, Any]:
     """The changes (OMIT: left out) that make a chat client's own body what the OpenAI model
     `upstream_model` takes, for pass-through: empty where it takes the body as sent or its name is unknown.
-    `by_name`: the channel serves OpenAI's models under their names (OpenAI, Azure), so the name tells a
-    reasoning model; `learnt_cap`: the model's output cap learnt from its refusal, for any vendor's model.
+    `reasoning`: the target is a reasoning model (`OpenAIChatAdapter.reasoning`); `learnt_cap`: the model's
+    output cap learnt from its refusal, for any vendor's model.
 
     A client cannot tell what serves a model id (a channel's alias), and agents size their requests for
     none in particular (opencode's openai-compatible provider asks every model for `max_tokens: 32000`),
@@ -194,7 +194,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, by_name: bool, learnt_c
     settings, an effort level it lacks, `stop` or `parallel_tool_calls` where refused; and to a model known
     not to reason, an effort."""
     changes: dict[str, Any] = {}
-    if not (by_name and is_reasoning_family(upstream_model)):
+    if not reasoning:
         cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
         if cap is not None:
             changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
@@ -336,7 +336,8 @@ class OpenAIChatAdapter:
             raise abnormal_finish(mapped, reason)
         return mapped
 
-    def url(self, endpoint: Endpoint, upstream_model: str) -> str:
+    def url(self, endpoint: Endpoint, upstream_model: str, reasoning: bool = False) -> str:
+        """`reasoning`: the target is a reasoning model (Azure serves them on a later API version)."""
         return endpoint.base_url.rstrip("/") + self.chat_path
 
     def headers(self, endpoint: Endpoint) -> dict[str, str]:
@@ -344,28 +345,31 @@ class OpenAIChatAdapter:
             return dict(_JSON_HEADERS)
         return {**_JSON_HEADERS, "authorization": f"Bearer {endpoint.api_key}"}
 
-    def reasoning(self, req: ChatRequest, upstream_model: str) -> bool:
-        """Whether the target is a reasoning model: the model instance says so, else its name."""
-        if req.reasoning_model is not None:
-            return req.reasoning_model
+    def reasoning(self, marked: bool | None, upstream_model: str) -> bool:
+        """Whether the target is a reasoning model: the model instance says so (`marked`, its `reasoning`
+        capability: Azure deployment names are free), else its name."""
+        if marked is not None:
+            return marked
         return self.reasoning_by_name and is_reasoning_family(upstream_model)
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req, upstream_model))
-        return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
+        reasoning = self.reasoning(req.reasoning_model, upstream_model)
+        body = request_body(req, upstream_model, self.replay_reasoning, reasoning)
+        return UpstreamRequest("POST", self.url(endpoint, upstream_model, reasoning), self.headers(endpoint),
                                orjson.dumps(body))
 
 
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
+        marked_reasoning: bool | None = None,
     ) -> UpstreamRequest:
-        changes: dict[str, Any] = {"model": upstream_model,
-                                   **fitted(body, upstream_model, self.reasoning_by_name, output_cap)}
+        reasoning = self.reasoning(marked_reasoning, upstream_model)
+        changes: dict[str, Any] = {"model": upstream_model, **fitted(body, upstream_model, reasoning, output_cap)}
         if stream:
             # Ask for usage on streams; the client's own choice is honoured by the stream tap.
             changes["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-        return UpstreamRequest("POST", self.url(endpoint, upstream_model), self.headers(endpoint),
+        return UpstreamRequest("POST", self.url(endpoint, upstream_model, reasoning), self.headers(endpoint),
                                forward(body, changes))
 
     def parse_response(self, body: bytes) -> ChatResponse:

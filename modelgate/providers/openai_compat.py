@@ -121,7 +121,7 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return body
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req, upstream_model))
+        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req.reasoning_model, upstream_model))
         if self.thinking is not None:
             body.update(self.thinking(req))  # before the options: the client's request wins over their default
         body = self._adjust(body, endpoint)
@@ -130,8 +130,10 @@ class CompatChatAdapter(OpenAIChatAdapter):
     def build_native_request(
         self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint, stream: bool,
         client_headers: Mapping[str, str] | None = None, output_cap: int | None = None,
+        marked_reasoning: bool | None = None,
     ) -> UpstreamRequest:
-        up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers, output_cap)
+        up = super().build_native_request(body, upstream_model, endpoint, stream, client_headers, output_cap,
+                                          marked_reasoning)
         if not (self.renames or self.drop or not self.stream_usage_option or self.tool_id or self.clamp
                 or self.messages or not self.forced_tools or any(name in endpoint.options for name in self.body_options)):
             return up

@@ -38,8 +38,8 @@ class ResponsesPassThrough:
 
     def build_native_request(self, body: dict[str, Any], upstream_model: str, endpoint: Endpoint,
                              stream: bool, client_headers: Mapping[str, str] | None = None,
-                             output_cap: int | None = None) -> UpstreamRequest:
-        changes = fitted(body, upstream_model, output_cap)
+                             output_cap: int | None = None, marked_reasoning: bool | None = None) -> UpstreamRequest:
+        changes = fitted(body, upstream_model, output_cap, marked_reasoning)
         return UpstreamRequest("POST", self.url(endpoint) + self.path, self.chat.headers(endpoint),
                                forward(body, {"model": upstream_model, **changes}))
 
@@ -60,7 +60,8 @@ _SAMPLING = ("temperature", "top_p")
 _ENCRYPTED = "reasoning.encrypted_content"
 
 
-def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None = None) -> dict[str, Any]:
+def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None = None,
+           marked_reasoning: bool | None = None) -> dict[str, Any]:
     """The changes (OMIT: left out) that make a Responses client's own body what the OpenAI model
     `upstream_model` takes (the chat rules' counterpart, openai_chat.fitted): empty where it takes the
     body as sent or its name is unknown. A client cannot tell what serves a model id: Codex asks every
@@ -69,14 +70,15 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     is not supported with this model.", pydantic/pydantic-ai#2865, NousResearch/hermes-agent#24234);
     reasoning models refuse sampling settings ("Unsupported parameter: 'temperature' is not supported with
     this model.", OpenHands/software-agent-sdk#1837) and effort levels of other generations. `learnt_cap`:
-    the output cap learnt from the model's refusal."""
+    the output cap learnt from the model's refusal; `marked_reasoning`: the model instance is marked a
+    reasoning model (an Azure deployment's free name tells nothing)."""
     changes: dict[str, Any] = {}
     cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
     asked = body.get("max_output_tokens")
     if cap is not None and type(asked) is int and asked > cap:
         changes["max_output_tokens"] = cap
     model = reasoning_model(upstream_model)
-    if model is not None:
+    if model is not None or marked_reasoning:
         changes.update((name, OMIT) for name in _SAMPLING if name in body)
     include: Any = body.get("include")
     if (isinstance(include, list) and _ENCRYPTED in include
