@@ -8,8 +8,9 @@ adaptive-thinking, effort, and each model's "what's new" page, read 2026-11):
   turn of a tool loop must open with the model's own signed thinking;
 - from 4.6: adaptive thinking, its depth set by `output_config.effort` (`enabled` is deprecated on 4.6 and
   refused from 4.7: "\"thinking.type.enabled\" is not supported for this model"); 4.6 keeps the sampling
-  rules above while thinking is on; no forced tool use beside adaptive thinking either; no assistant prefill ("This model does not support assistant message
-  prefill. The conversation must end with a user message.");
+  rules above while thinking is on; no forced tool use beside adaptive thinking either; no assistant
+  prefill ("This model does not support assistant message prefill. The conversation must end with a user
+  message.");
 - from 4.7 (Opus 4.7 and 4.8, every 5.x model, Fable, Mythos): a temperature other than 1, any top_p or
   top_k is refused on every request ("`temperature` is deprecated for this model."), and thinking text is
   omitted unless `display: "summarized"` asks for it;
@@ -261,7 +262,8 @@ def shaped(req: ChatRequest, model: str, default_max_tokens: int) -> tuple[ChatR
     if gen.adaptive:
         req, fields = _adaptive_thinking(req, gen, default_max_tokens)
         if _forced(req) and fields.get("thinking", {}).get("type") in _THINKING:
-            fields = {name: value for name, value in fields.items() if name != "thinking"}  # as below: structure wins
+            # no thinking beside a forced tool call (as `_manual_thinking`): the call's structure wins
+            fields = {name: value for name, value in fields.items() if name != "thinking"}
     elif gen.thinks:
         req, fields = _manual_thinking(req, default_max_tokens)
     else:
