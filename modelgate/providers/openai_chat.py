@@ -34,7 +34,7 @@ from modelgate.protocols.ir import (
     UsageUpdate,
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
-from modelgate.providers.openai_models import output_cap, reasoning_model, refuses_effort
+from modelgate.providers.openai_models import does_not_reason, output_cap, reasoning_model
 from modelgate.providers.tool_rules import function_schemas, hashed
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
@@ -150,7 +150,7 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
     effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
     if model is not None:
         effort = "none" if req.tools and model.tools_without_effort else model.effort(effort) if effort else None
-    elif not reasoning and refuses_effort(upstream_model):
+    elif not reasoning and does_not_reason(upstream_model):
         effort = None
     if effort:
         body["reasoning_effort"] = effort
@@ -199,7 +199,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool, learnt
         if cap is not None:
             changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
                            if type(body.get(name)) is int and body[name] > cap)
-        if "reasoning_effort" in body and refuses_effort(upstream_model):
+        if "reasoning_effort" in body and does_not_reason(upstream_model):
             changes["reasoning_effort"] = OMIT
         return changes
     if "max_tokens" in body:

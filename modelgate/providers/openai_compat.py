@@ -121,7 +121,8 @@ class CompatChatAdapter(OpenAIChatAdapter):
         return body
 
     def build_request(self, req: ChatRequest, upstream_model: str, endpoint: Endpoint) -> UpstreamRequest:
-        body = request_body(req, upstream_model, self.replay_reasoning, self.reasoning(req.reasoning_model, upstream_model))
+        reasoning = self.reasoning(req.reasoning_model, upstream_model)
+        body = request_body(req, upstream_model, self.replay_reasoning, reasoning)
         if self.thinking is not None:
             body.update(self.thinking(req))  # before the options: the client's request wins over their default
         body = self._adjust(body, endpoint)

@@ -68,11 +68,13 @@ def output_cap(name: str) -> int | None:
     return next((cap for pattern, cap in _OUTPUT_CAPS if pattern.match(base)), None)
 
 
-def refuses_effort(name: str) -> bool:
+def does_not_reason(name: str) -> bool:
     """An OpenAI model known by name not to reason (gpt-4o, gpt-4.1, gpt-4-turbo, gpt-3.5: those of the cap
-    table), which refuses an effort: "Unrecognized request argument supplied: reasoning_effort" on Chat
+    table). It refuses an effort: "Unrecognized request argument supplied: reasoning_effort" on Chat
     Completions (Open-Less/openless#555, scaleapi/vero#54), "Unsupported parameter: 'reasoning.effort' is not
-    supported with this model." on Responses (BoundaryML/baml#2708; Codex aliased to gpt-4o, BerriAI/litellm#38842)."""
+    supported with this model." on Responses (BoundaryML/baml#2708; Codex aliased to gpt-4o,
+    BerriAI/litellm#38842); and its reasoning encrypted ("Encrypted content is not supported with this
+    model.", pydantic/pydantic-ai#2865)."""
     return output_cap(name) is not None
 
 

@@ -20,7 +20,8 @@ from modelgate.protocols.body import OMIT, forward
 from modelgate.protocols.responses import NATIVE_WIRE
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
-from modelgate.providers.openai_models import output_cap, reasoning_model, refuses_effort
+from modelgate.providers.openai_models import does_not_reason, output_cap, reasoning_model
+
 
 class ResponsesPassThrough:
     """The `openai-responses` wire (a `PassThroughAdapter`) of a kind whose chat adapter gives
@@ -82,7 +83,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
         changes.update((name, OMIT) for name in _SAMPLING if name in body)
     include: Any = body.get("include")
     if (isinstance(include, list) and _ENCRYPTED in include
-            and (not model.encrypted_reasoning if model is not None else refuses_effort(upstream_model))):
+            and (not model.encrypted_reasoning if model is not None else does_not_reason(upstream_model))):
         kept = [item for item in include if item != _ENCRYPTED]
         changes["include"] = kept if kept else OMIT
     reasoning: Any = body.get("reasoning")
@@ -92,7 +93,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     if model is not None:
         effort = model.effort(asked_effort)
     else:
-        effort = None if refuses_effort(upstream_model) else asked_effort
+        effort = None if does_not_reason(upstream_model) else asked_effort
     if effort != asked_effort:
         rest = {name: value for name, value in reasoning.items() if name != "effort"}
         changes["reasoning"] = {**rest, "effort": effort} if effort else rest or OMIT
