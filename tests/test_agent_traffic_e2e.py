@@ -261,64 +261,7 @@ async def test_reasoning_capability_marks_a_model_instance_by_name_unknown(gatew
         await sdk(gateway, wired.key).messages.create(model="thinker", max_tokens=64,
                                                        messages=[{"role": "user", "content": "hi"}])
         assert upstream.last.json()["max_completion_tokens"] == 64
-    finally:
-        await upstream.close()
-
-
-async def test_azure_reasoning_deployment_uses_an_api_version_that_serves_it(gateway):
-    from tests.fakes.azure_upstream import FakeAzure
-
-    upstream = await FakeAzure(deployments={"prod-gpt4o": "gpt-4o-2024-08-06", "o4-mini": "o4-mini",
-                                            "team-reasoner": "o3-mini"}).start()
-    try:
-        wired = await gateway.wire(upstream.base_url, [
-            "prod-gpt4o", "o4-mini",
-            {"model_id": "reasoner", "upstream_model": "team-reasoner", "capabilities": ["reasoning"]}],
-            kind="azure-openai", upstream_keys=("az-key-1",))
-        client = sdk(gateway, wired.key)
-        for model in ("o4-mini", "reasoner", "prod-gpt4o"):
-            msg = await client.messages.create(model=model, max_tokens=50, messages=[{"role": "user", "content": "hi"}])
-            assert msg.model == model and msg.content[0].text == "Echo: hi"
-        versions = [r.query["api-version"] for r in upstream.requests]
-        assert versions == ["2025-04-01-preview", "2025-04-01-preview", "2024-10-21"]
-    finally:
-        await upstream.close()
-
-
-async def test_chat_clients_reach_azure_reasoning_deployments_on_pass_through(gateway):
-    # The OpenAI SDK (or opencode, which asks every model for max_tokens) on an azure-openai channel: its own body
-    # goes to the deployment, on the API version that serves a reasoning model and with the field it takes, for a
-    # deployment named after its model and for one an admin marked `reasoning` under a name of their own.
-    from tests.fakes.azure_upstream import FakeAzure
-
-    upstream = await FakeAzure(deployments={"prod-gpt4o": "gpt-4o-2024-08-06", "o4-mini": "o4-mini",
-                                            "team-reasoner": "o3-mini"}).start()
-    try:
-        wired = await gateway.wire(upstream.base_url, [
-            "prod-gpt4o", "o4-mini",
-            {"model_id": "reasoner", "upstream_model": "team-reasoner", "capabilities": ["reasoning"]}],
-            kind="azure-openai", upstream_keys=("az-key-1",))
-        client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
-        for model in ("o4-mini", "reasoner", "prod-gpt4o"):
-            answer = await client.chat.completions.create(model=model, max_tokens=50,
-                                                          messages=[{"role": "user", "content": "hi"}])
-            assert answer.model == model and answer.choices[0].message.content == "Echo: hi"
-        assert [r.query["api-version"] for r in upstream.requests] == [
-            "2025-04-01-preview", "2025-04-01-preview", "2024-10-21"]
-        assert [("max_tokens" in r.json(), r.json().get("max_completion_tokens")) for r in upstream.requests] == [
-            (False, 50), (False, 50), (True, None)]
-    finally:
-        await upstream.close()
-
-
-async def test_a_model_instance_marked_reasoning_is_one_on_pass_through(gateway):
-    from tests.fakes.openai_upstream import FakeOpenAI
-
-    upstream = await FakeOpenAI(models=("corp-reasoner",)).start()
-    upstream.reasoning_models = {"corp-reasoner"}
-    try:
-        wired = await gateway.wire(upstream.base_url, [{"model_id": "thinker", "upstream_model": "corp-reasoner",
-                                                        "capabilities": ["streaming", "reasoning"]}])
+        # a chat client's own body (pass-through) too
         client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=wired.key, max_retries=0)
         await client.chat.completions.create(model="thinker", max_tokens=64, temperature=0.2,
                                              messages=[{"role": "user", "content": "hi"}])
@@ -326,6 +269,51 @@ async def test_a_model_instance_marked_reasoning_is_one_on_pass_through(gateway)
         assert sent["max_completion_tokens"] == 64 and "max_tokens" not in sent and "temperature" not in sent
     finally:
         await upstream.close()
+
+
+@pytest.fixture
+async def azure_reasoning(gateway):
+    """(fake Azure, wired key): a deployment named after its reasoning model, one an admin marked `reasoning`
+    under a name of their own, and gpt-4o."""
+    from tests.fakes.azure_upstream import FakeAzure
+
+    upstream = await FakeAzure(deployments={"prod-gpt4o": "gpt-4o-2024-08-06", "o4-mini": "o4-mini",
+                                            "team-reasoner": "o3-mini"}).start()
+    try:
+        wired = await gateway.wire(upstream.base_url, [
+            "prod-gpt4o", "o4-mini",
+            {"model_id": "reasoner", "upstream_model": "team-reasoner", "capabilities": ["reasoning"]}],
+            kind="azure-openai", upstream_keys=("az-key-1",))
+        yield upstream, wired.key
+    finally:
+        await upstream.close()
+
+
+AZURE_MODELS = ("o4-mini", "reasoner", "prod-gpt4o")
+AZURE_VERSIONS = ["2025-04-01-preview", "2025-04-01-preview", "2024-10-21"]  # reasoning deployments need the later
+
+
+async def test_azure_reasoning_deployment_uses_an_api_version_that_serves_it(gateway, azure_reasoning):
+    upstream, key = azure_reasoning
+    client = sdk(gateway, key)
+    for model in AZURE_MODELS:
+        msg = await client.messages.create(model=model, max_tokens=50, messages=[{"role": "user", "content": "hi"}])
+        assert msg.model == model and msg.content[0].text == "Echo: hi"
+    assert [r.query["api-version"] for r in upstream.requests] == AZURE_VERSIONS
+
+
+async def test_chat_clients_reach_azure_reasoning_deployments_on_pass_through(gateway, azure_reasoning):
+    # The OpenAI SDK (or opencode, which asks every model for max_tokens) on an azure-openai channel: its own body
+    # goes to the deployment, on the API version that serves a reasoning model and with the field it takes.
+    upstream, key = azure_reasoning
+    client = AsyncOpenAI(base_url=f"{gateway.url}/v1", api_key=key, max_retries=0)
+    for model in AZURE_MODELS:
+        answer = await client.chat.completions.create(model=model, max_tokens=50,
+                                                      messages=[{"role": "user", "content": "hi"}])
+        assert answer.model == model and answer.choices[0].message.content == "Echo: hi"
+    assert [r.query["api-version"] for r in upstream.requests] == AZURE_VERSIONS
+    assert [("max_tokens" in r.json(), r.json().get("max_completion_tokens")) for r in upstream.requests] == [
+        (False, 50), (False, 50), (True, None)]
 
 
 # --- vendor-defined client tools on conversion ------------------------------------------------------
