@@ -23,6 +23,7 @@ class OneBlockAtATime:
     def __init__(self) -> None:
         self._queue: list[StreamEvent] = []
         self._seen_calls: set[int] = set()  # IR tool indexes whose header arrived
+        self._closed_calls: set[int] = set()  # ... and whose block closed: a later fragment cannot reopen it
 
     def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
         raise NotImplementedError

@@ -41,7 +41,6 @@ class MessagesStreamEncoder(OneBlockAtATime):
         self._open_index = -1
         self._args: list[str] = []  # arguments text of the open tool block
         self._text_head = b""  # the encoded start of a text delta of the open block
-        self._closed_tools: set[int] = set()
 
     # StreamEncoder protocol
     def keepalive(self) -> bytes:
@@ -113,7 +112,7 @@ class MessagesStreamEncoder(OneBlockAtATime):
 
     def _place(self, event: StreamEvent, out: list[bytes], force: bool) -> None:
         target = self._target(event)
-        if isinstance(event, ToolCallDelta) and event.index in self._closed_tools:
+        if isinstance(event, ToolCallDelta) and event.index in self._closed_calls:
             return  # the call's JSON was already complete; a vendor block cannot reopen
         # A tool call and a redacted block each open a block of their own.
         if target == self._open and not (isinstance(event, ToolCallStart) or target[0] == "redacted"):
@@ -174,6 +173,6 @@ class MessagesStreamEncoder(OneBlockAtATime):
         if self._open is None:
             return
         if self._open[0] == "tool":
-            self._closed_tools.add(self._open[1])
+            self._closed_calls.add(self._open[1])
         out.append(sse_frame("content_block_stop", {"type": "content_block_stop", "index": self._open_index}))
         self._open = None

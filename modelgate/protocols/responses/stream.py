@@ -93,7 +93,6 @@ class ResponsesStreamEncoder(OneBlockAtATime):
         self._text: _Item | None = None  # the open message or reasoning item
         self._call: _Item | None = None  # the open function call
         self._call_index = -1  # its IR tool index
-        self._closed_calls: set[int] = set()
 
     def keepalive(self) -> bytes:
         return KEEPALIVE
