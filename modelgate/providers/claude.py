@@ -45,6 +45,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.protocols.messages import reasoning_effort, thinking_field
 from modelgate.providers.base import EFFORT_BUDGET, OPENING_USER_TEXT
+from modelgate.providers.output_caps import lowest
 
 # `claude-opus-4-8`, `claude-sonnet-4-20250514` (a date, not a minor version), `claude-fable-5-1`, and the
 # same inside Bedrock (`us.anthropic.claude-opus-4-1-20250805-v1:0`) and Vertex (`claude-opus-4-5@20251101`) ids.
@@ -292,7 +293,7 @@ def fitted(body: Mapping[str, Any], model: str, learnt_cap: int | None = None) -
     refused, max_tokens is cut to the model's output cap. `learnt_cap`: the cap learnt from the model's
     refusal (any vendor's model behind an Anthropic-compatible API), which a thinking budget stays under."""
     gen = generation(model)
-    cap = min(filter(None, (gen.max_output if gen else None, learnt_cap)), default=None)
+    cap = lowest(gen.max_output if gen else None, learnt_cap)
     if cap is None:
         return {}
     changes: dict[str, Any] = {}

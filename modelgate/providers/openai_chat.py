@@ -35,6 +35,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.providers.base import Endpoint, UpstreamRequest, classify_by_status
 from modelgate.providers.openai_models import does_not_reason, output_cap, reasoning_model
+from modelgate.providers.output_caps import lowest
 from modelgate.providers.tool_rules import function_schemas, hashed
 
 _DAILY = re.compile(r"\b(?:per|each) day\b|\bdaily\b", re.I)
@@ -195,7 +196,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, reasoning: bool, learnt
     not to reason, an effort."""
     changes: dict[str, Any] = {}
     if not reasoning:
-        cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
+        cap = lowest(output_cap(upstream_model), learnt_cap)
         if cap is not None:
             changes.update((name, cap) for name in ("max_tokens", "max_completion_tokens")
                            if type(body.get(name)) is int and body[name] > cap)

@@ -21,6 +21,7 @@ from modelgate.protocols.responses import NATIVE_WIRE
 from modelgate.providers.base import Endpoint, UpstreamRequest
 from modelgate.providers.openai_chat import OpenAIChatAdapter
 from modelgate.providers.openai_models import does_not_reason, output_cap, reasoning_model
+from modelgate.providers.output_caps import lowest
 
 
 class ResponsesPassThrough:
@@ -74,7 +75,7 @@ def fitted(body: Mapping[str, Any], upstream_model: str, learnt_cap: int | None 
     the output cap learnt from the model's refusal; `marked_reasoning`: the model instance is marked a
     reasoning model (an Azure deployment's free name tells nothing)."""
     changes: dict[str, Any] = {}
-    cap = min(filter(None, (output_cap(upstream_model), learnt_cap)), default=None)
+    cap = lowest(output_cap(upstream_model), learnt_cap)
     asked = body.get("max_output_tokens")
     if cap is not None and type(asked) is int and asked > cap:
         changes["max_output_tokens"] = cap

@@ -56,6 +56,11 @@ def stated_cap(message: str) -> int | None:
     return cap - 1 if kind == "gemini" else cap  # Gemini's bound is exclusive
 
 
+def lowest(*caps: int | None) -> int | None:
+    """The tightest of the caps known (the model name's, the learnt one), None where none is."""
+    return min((cap for cap in caps if cap is not None), default=None)
+
+
 class LearnedCaps:
     """Caps by (provider id, upstream model), the most recently learned kept (bounded: a model
     name comes from the client)."""
