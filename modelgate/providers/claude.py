@@ -293,9 +293,10 @@ def fitted(body: Mapping[str, Any], model: str, learnt_cap: int | None = None) -
     refused, max_tokens is cut to the model's output cap. `learnt_cap`: the cap learnt from the model's
     refusal (any vendor's model behind an Anthropic-compatible API), which a thinking budget stays under."""
     gen = generation(model)
+    if gen is None and learnt_cap is None:
+        return {}  # the usual case for another vendor's model: nothing to read
     cap = lowest(gen.max_output if gen else None, learnt_cap)
-    if cap is None:
-        return {}
+    assert cap is not None
     changes: dict[str, Any] = {}
     max_tokens = body.get("max_tokens")
     if type(max_tokens) is int and max_tokens > cap:
