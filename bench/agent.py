@@ -39,10 +39,10 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import peers, procstats, targets, workloads  # noqa: E402
-from bench.agent_cases import AGENT_CASES, bare_call, gateway_call  # noqa: E402
+from bench.agent_cases import AGENT_CASES, BARE_CASES, bare_call, gateway_call  # noqa: E402
 from bench.run import Runner, ensure_wrk, machine_info  # noqa: E402
 from bench.targets import (  # noqa: E402
-    ALT_LONG_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, Call, Target,
+    ALT_LONG_MODEL, BENCH_DIR, LONG_MODEL, MODEL, PYTHON, RESPONSES_LONG_MODEL, Call, Target,
 )
 
 class Layout:
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         if "requests" in parts:
             for shape_name, shape in (("agent150", workloads.AGENT_150), ("agent80", workloads.AGENT_80)):
                 print(f"== {shape_name}: interleaved", flush=True)
-                cases = [(name, bare, bare_call(name, shape, upstream)) for name in ("bare chat", "bare messages")]
+                cases = [(name, bare, bare_call(name, shape, upstream)) for name in BARE_CASES]
                 cases += [(case.name, mg, gateway_call(case, shape, key)) for case in AGENT_CASES]
                 if shape is workloads.AGENT_150:
                     chat_body = workloads.agent_chat_body(shape, MODEL)
@@ -277,11 +277,14 @@ def main(argv: list[str] | None = None) -> int:
                                       "messages": [{"role": "user", "content": "Write a long answer."}]})
             alt_chat = orjson.dumps({**orjson.loads(long_chat), "model": ALT_LONG_MODEL})
             alt_msgs = orjson.dumps({**orjson.loads(long_msgs), "model": ALT_LONG_MODEL})
+            long_responses = orjson.dumps({"model": RESPONSES_LONG_MODEL, "max_output_tokens": 1024, "stream": True,
+                                           "input": "Write a long answer."})
             cases = [
                 ("direct chat", upstream, Call("/v1/chat/completions", up_chat, long_chat, True)),
                 ("bare chat", bare, Call("/v1/chat/completions", up_chat, long_chat, True)),
                 ("modelgate pass-through chat", mg, chat(long_chat)),
                 ("modelgate pass-through messages", mg, msgs(alt_msgs)),
+                ("modelgate pass-through responses", mg, Call("/v1/responses", mg_chat, long_responses, True)),
                 ("modelgate messages→chat", mg, msgs(long_msgs)),
                 ("modelgate chat→messages", mg, chat(alt_chat)),
             ]

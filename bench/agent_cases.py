@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from bench import workloads
-from bench.targets import ALT_MODEL, MODEL, RENAMED_MODEL, Call, Target
+from bench.targets import ALT_MODEL, MODEL, RENAMED_MODEL, RESPONSES_MODEL, Call, Target
 
 
 @dataclass(frozen=True)
@@ -27,9 +27,13 @@ AGENT_CASES = (
     # answer's set back to the client's id (issue 10).
     AgentCase("modelgate pass-through chat, renamed model", "agent150-renamed", "chat", RENAMED_MODEL,
               "bare chat"),
-    # The fake upstream has no Responses endpoint, so Responses clients are measured converted.
+    AgentCase("modelgate pass-through responses", "agent150-responses", "responses", RESPONSES_MODEL,
+              "bare responses"),
     AgentCase("modelgate responses→chat", "agent150-responses-to-chat", "responses", MODEL, "bare chat"),
 )
+
+# The bare proxy's cases: each protocol's agent body to the fake upstream's endpoint of that protocol.
+BARE_CASES = ("bare chat", "bare messages", "bare responses")
 
 _PATHS = {"chat": "/v1/chat/completions", "messages": "/alt/v1/messages", "responses": "/v1/responses"}
 _BODIES = {"chat": workloads.agent_chat_body, "messages": workloads.agent_messages_body,
@@ -43,8 +47,7 @@ def gateway_call(case: AgentCase, shape: workloads.AgentShape, key: str) -> Call
 
 
 def bare_call(bare: str, shape: workloads.AgentShape, upstream: Target) -> Call:
-    """`bare chat` or `bare messages`: the body of that protocol through the bare proxy."""
-    if bare == "bare chat":
-        return Call("/v1/chat/completions", upstream.calls["chat"].headers, workloads.agent_chat_body(shape, MODEL),
-                    False)
-    return Call("/v1/messages", upstream.calls["messages"].headers, workloads.agent_messages_body(shape, MODEL), False)
+    """One of BARE_CASES: the body of that protocol through the bare proxy."""
+    protocol = bare.removeprefix("bare ")
+    path = "/v1/messages" if protocol == "messages" else _PATHS[protocol]
+    return Call(path, upstream.calls[protocol].headers, _BODIES[protocol](shape, MODEL), False)

@@ -2,12 +2,16 @@
 
 It speaks both wire formats a gateway forwards to:
 - chat completions: POST /v1/chat/completions (Bearer auth), GET /v1/models;
-- messages: POST /v1/messages (x-api-key + anthropic-version headers).
+- messages: POST /v1/messages (x-api-key + anthropic-version headers);
+- the Responses API: POST /v1/responses (Bearer auth). Its answers echo the request's `instructions`
+  and `tools`, as the service's response object does (so an agent's answer is as large as its
+  instructions and tools), in the whole answer and in a stream's lifecycle events.
 
 Answers are small, fixed and carry usage. `stream: true` gives N content
 chunks as SSE (chat: `data:` lines, a usage chunk when the client asks for
 `stream_options.include_usage`, then `data: [DONE]`; messages: the vendor's
-named events ending with `message_stop`).
+named events ending with `message_stop`; Responses: the service's typed events ending with
+`response.completed`).
 
 It is a raw asyncio Protocol on uvloop answering HTTP/1.1 keep-alive with
 precomputed bytes, so it is not the bottleneck of any target it sits behind.
@@ -164,6 +168,36 @@ class Answers:
         ]
         self.messages_stream = Stream(_chunked_parts(msg_events), paced)
 
+        # The Responses API's response object (its API reference, "The response object"); `instructions`,
+        # `tools` and the rest the request decides are filled in per request (`responses_answer`).
+        rid = "resp_bench0000000000000000"
+        item = {"id": "msg_bench0000000000000000", "type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": ANSWER, "annotations": [], "logprobs": []}]}
+        self.response = {
+            "id": rid, "object": "response", "created_at": created, "status": "completed", "error": None,
+            "incomplete_details": None, "instructions": None, "max_output_tokens": None, "model": MODEL,
+            "output": [item], "parallel_tool_calls": True, "previous_response_id": None,
+            "reasoning": {"effort": None, "summary": None}, "store": False, "temperature": 1.0,
+            "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
+            "truncation": "disabled", "usage": {
+                "input_tokens": PROMPT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": COMPLETION_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
+            "user": None, "metadata": {},
+        }
+        ref = {"item_id": item["id"], "output_index": 0, "content_index": 0}
+        part = {"type": "output_text", "text": "", "annotations": [], "logprobs": []}
+        middle = [{"type": "response.output_item.added", "output_index": 0,
+                   "item": {**item, "status": "in_progress", "content": []}},
+                  {"type": "response.content_part.added", **ref, "part": part}]
+        middle += [{"type": "response.output_text.delta", **ref, "delta": p, "logprobs": []} for p in pieces]
+        middle += [{"type": "response.output_text.done", **ref, "text": "".join(pieces), "logprobs": []},
+                   {"type": "response.content_part.done", **ref, "part": {**part, "text": "".join(pieces)}},
+                   {"type": "response.output_item.done", "output_index": 0, "item": item}]
+        # Numbered after response.created and response.in_progress; response.completed comes last.
+        self.responses_middle = [_typed_event({**e, "sequence_number": n}) for n, e in enumerate(middle, 2)]
+        self.responses_paced = paced
+
         self.models = _response("200 OK", orjson.dumps({
             "object": "list",
             "data": [{"id": MODEL, "object": "model", "created": created, "owned_by": "bench"}],
@@ -179,6 +213,27 @@ class Answers:
             "param": None, "code": None}}))
         self.not_found = _response("404 Not Found", orjson.dumps({"error": {
             "message": "Unknown path.", "type": "invalid_request_error", "param": None, "code": "not_found"}}))
+
+
+def _typed_event(data: dict) -> bytes:
+    return b"event: " + data["type"].encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+def responses_answer(answers: Answers, req: dict) -> "bytes | Stream":
+    """The answer to a Responses request: its response object echoes what the request set."""
+    response = {**answers.response, "model": req.get("model"), "instructions": req.get("instructions"),
+                "tools": req.get("tools") or [], "tool_choice": req.get("tool_choice", "auto"),
+                "max_output_tokens": req.get("max_output_tokens"), "store": req.get("store", True),
+                "metadata": req.get("metadata") or {}}
+    if not req.get("stream"):
+        return _response("200 OK", orjson.dumps(response))
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    events = [_typed_event({"type": "response.created", "response": started, "sequence_number": 0}),
+              _typed_event({"type": "response.in_progress", "response": started, "sequence_number": 1}),
+              *answers.responses_middle,
+              _typed_event({"type": "response.completed", "response": response,
+                            "sequence_number": len(answers.responses_middle) + 2})]
+    return Stream(_chunked_parts(events), answers.responses_paced)
 
 
 class Counter:
@@ -324,6 +379,17 @@ class UpstreamProtocol(asyncio.Protocol):
                 self.counter.streamed += 1
                 return self._streams(req).messages_stream, True
             return a.messages, True
+        if method == b"POST" and path.endswith(b"/responses"):
+            if not headers.get(b"authorization", b"").startswith(b"Bearer "):
+                return a.chat_unauthorized, False
+            try:
+                req = orjson.loads(body)
+            except orjson.JSONDecodeError:
+                return a.bad_request, False
+            self.counter.calls += 1
+            if req.get("stream"):
+                self.counter.streamed += 1
+            return responses_answer(self._streams(req), req), True
         if method == b"GET" and path.endswith(b"/models"):
             return a.models, False
         if path == b"/_bench/stats":

@@ -35,6 +35,10 @@ ALT_LONG_MODEL = "bench-model-alt-long"
 # On modelgate: the chat upstream's model under another id, so pass-through renames it both ways
 # (the request's model field, and the answer's back to the client's id).
 RENAMED_MODEL = "bench-model-renamed"
+# On modelgate: served by an `openai` channel, whose Responses API takes a Responses client's bytes as
+# they are (pass-through); on the `openai-compatible` one a Responses client is converted to chat.
+RESPONSES_MODEL = "bench-model-responses"
+RESPONSES_LONG_MODEL = "bench-model-responses-long"
 UPSTREAM_KEY = "sk-upstream-bench-0000"
 LITELLM_VENV = BENCH_DIR / ".venv-litellm"
 # Pinned: the registry later carried a compromised release (1.107.0).
@@ -194,6 +198,7 @@ def start_upstream(log_dir: Path, cpus: str | None, chunks: int, delay_ms: float
     calls = {
         "chat": chat_call("/v1/chat/completions", auth),
         "messages": messages_call("/v1/messages", [f"x-api-key: {UPSTREAM_KEY}", "anthropic-version: 2023-06-01"]),
+        "responses": Call("/v1/responses", auth, b"", False),  # the headers of a Responses call
     }
     wait_ready(proc, port, calls["chat"], 15)
     return Target("direct", port, proc, calls, {"chunks": chunks, "delay_ms": delay_ms})
@@ -301,6 +306,9 @@ async def _configure_modelgate(env: dict[str, str], upstream: Target) -> tuple[s
             await svc.channels.create("fake-messages", "fake-messages",
                                       [ALT_MODEL, ALT_LONG_MODEL])
             await svc.applications.authorize_channel(app.id, "fake-messages")
+        await svc.providers.create("fake-openai", "openai", f"{upstream.url}/v1", keys=[UPSTREAM_KEY])
+        await svc.channels.create("fake-openai", "fake-openai", [RESPONSES_MODEL, RESPONSES_LONG_MODEL])
+        await svc.applications.authorize_channel(app.id, "fake-openai")
         created = await svc.api_keys.create(app.id, "bench")
         return created.plaintext, alt_problem
     finally:
