@@ -24,6 +24,7 @@ from modelgate.protocols.ir import StreamEnd, StreamError, TextDelta, ThinkingPa
 from modelgate.providers.base import (
     Endpoint,
     GuardedDecoder,
+    body_refusal,
     read_answer,
     read_models,
     read_native_answer,
@@ -264,6 +265,27 @@ def test_framer_splits_like_a_whole_buffer_split_whatever_the_chunking(events, c
     assert parser.pending == b""
 
 
+@FUZZ
+@given(pieces=st.lists(st.sampled_from([b"data: x", b"event: e", b"\n", b"\r\n", b"\r", b"{}"]), max_size=30),
+       cuts=st.lists(st.integers(0, 200), max_size=8), separator=st.sampled_from([b"\n\n", b"\n"]))
+def test_framer_ends_frames_only_at_its_separator_whatever_the_lines_and_the_chunking(pieces, cuts, separator) -> None:
+    # Events of several lines (a newline alone never ends an SSE event), CR LF read as LF: the frames
+    # and what is left pending are those of the whole buffer split at the separator.
+    raw = b"".join(pieces)
+    text = raw.replace(b"\r\n", b"\n")
+    expected, start = [], 0
+    while (end := text.find(separator, start)) >= 0:
+        expected.append(text[start:end + len(separator)])
+        start = end + len(separator)
+    framer = sse.Framer(separator)
+    out, at = [], 0
+    for cut in sorted(c for c in cuts if c <= len(raw)) + [len(raw)]:
+        out += framer.feed(raw[at:cut])
+        at = cut
+    assert out == expected
+    assert framer.pending == text[start:]
+
+
 def test_an_event_over_the_cap_is_an_upstream_error() -> None:
     parser = sse.SSEParser(limit=1000)
     parser.feed_raw(b"data: " + b"x" * 900)
@@ -345,6 +367,83 @@ def test_a_responses_answer_of_the_wrong_shape_is_unreadable() -> None:
         read_native_answer(adapter, b'{"object": "unexpected", "result": 42}', {}, ENDPOINT)
     assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
     assert read_native_answer(adapter, b'{"id": "resp_1", "output": [], "error": null}', {}, ENDPOINT)
+
+
+# Keys of the answers below: those the gateway reads, the adapters' answer fields, and what a Responses
+# answer echoes of the request (its instructions and tools).
+ANSWER_KEYS = st.sampled_from(["model", "usage", "type", "error", "message", "output", "choices", "content",
+                               "instructions", "tools"]) | st.text(max_size=6)
+
+
+def _outcome(read: Any) -> tuple:
+    try:
+        return ("read", read())
+    except UpstreamError as err:
+        return ("refused", err.error_type)
+
+
+def _whole_answer(adapter: Any, body: bytes) -> dict:
+    """The rule for an answer forwarded as is, on the whole decoded body: a JSON object, not an error
+    body, with one of the adapter's answer fields an object or an array."""
+    parsed = orjson.loads(body)
+    error = body_refusal(adapter, parsed, body, {}, ENDPOINT)
+    if error is not None:
+        raise error
+    if not isinstance(parsed, dict) or not any(isinstance(parsed.get(f), (dict, list)) for f in adapter.answer_fields):
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "unexpected shape")
+    return parsed
+
+
+@pytest.mark.parametrize("protocol", sorted(CODECS))
+@FUZZ
+@given(answer=st.dictionaries(ANSWER_KEYS, json_values, max_size=8) | json_values)
+def test_a_pass_through_answer_read_in_part_is_read_as_the_whole_answer(protocol: str, answer: Any) -> None:
+    # Pass-through decodes only the answer fields it reads (a Responses answer echoes the request's
+    # instructions and tools): what it refuses, and the model and usage it reads, are the whole answer's.
+    adapter, codec, body = PASS_THROUGH[protocol], CODECS[protocol], orjson.dumps(answer)
+    whole = _outcome(lambda: _whole_answer(adapter, body))
+    part = _outcome(lambda: read_native_answer(adapter, body, {}, ENDPOINT))
+    assert part[0] == whole[0]
+    if whole[0] == "refused":
+        assert part[1] is whole[1]
+    else:
+        assert part[1].get("model") == whole[1].get("model")
+        assert codec.native_usage(part[1]) == codec.native_usage(whole[1])
+
+
+@pytest.mark.parametrize("skipped", [b'"\xff\xfe"', b'[1, 2,]', b'"\\q"', b'nul'])
+def test_a_pass_through_answer_is_checked_whole_where_it_is_not_decoded(skipped: bytes) -> None:
+    # Invalid UTF-8 or JSON in a part the gateway does not read is still an unreadable answer (a 502),
+    # never bytes forwarded to a client whose JSON parser fails on them.
+    body = b'{"id": "resp_1", "model": "up", "output": [], "instructions": ' + skipped + b', "usage": null}'
+    with pytest.raises(UpstreamError) as caught:
+        read_native_answer(PASS_THROUGH["responses"], body, {}, ENDPOINT)
+    assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
+
+
+LIFECYCLE = st.sampled_from(["response.created", "response.in_progress", "response.completed",
+                             "response.incomplete", "response.failed"])
+
+
+@FUZZ
+@given(kind=LIFECYCLE, model=st.sampled_from(["up", "client-model"]) | json_values,
+       rest=st.dictionaries(st.sampled_from(["usage", "error", "instructions", "tools", "output"]), json_values),
+       renamed_to=st.sampled_from(["up", "client-model"]))
+def test_a_responses_lifecycle_event_read_in_part_is_read_as_the_whole_event(kind: str, model: Any, rest: dict,
+                                                                               renamed_to: str) -> None:
+    # The tap decodes only the response's model, usage and error of an event that echoes the whole
+    # response object: the events it forwards, the usage, the end and the failure it reads are those of
+    # decoding the whole event. The service writes the response's `model` before its content.
+    payload = {"type": kind, "response": {"id": "resp_1", "model": model, **rest}, "sequence_number": 3}
+    raw = b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+    part = CODECS["responses"].native_stream_tap({"model": renamed_to})
+    whole = CODECS["responses"].native_stream_tap({"model": renamed_to})
+    whole._lifecycle = lambda event: whole._lifecycle_whole(event, sse.parse_event(event))  # type: ignore[method-assign]
+    forwarded = [orjson.loads(sse.parse_event(tap.filter(raw)).data) for tap in (part, whole)]
+    assert forwarded[0] == forwarded[1]
+    assert (part.usage, part.finished, part.error) == (whole.usage, whole.finished, whole.error)
+    if isinstance(model, str):
+        assert forwarded[0]["response"]["model"] == renamed_to
 
 
 def _responses(*events: dict) -> bytes:

@@ -51,6 +51,8 @@ class Framer:
     __slots__ = ("_sep", "_parts", "_size", "_cr", "_limit")
 
     def __init__(self, separator: bytes, limit: int | None = None) -> None:
+        if separator not in (b"\n", b"\n\n"):
+            raise ValueError("a Framer splits at a newline or a blank line")
         self._sep = separator
         self._parts: list[bytes] = []  # bytes of the unfinished frame
         self._size = 0
@@ -69,15 +71,14 @@ class Framer:
         if not chunk:
             return []
         frames: list[bytes] = []
-        sep = self._sep
-        width = len(sep)
+        width = len(self._sep)
         start = 0
         if width == 2 and self._parts and self._parts[-1].endswith(b"\n") and chunk.startswith(b"\n"):
             # The blank line straddles the chunk boundary.
             self._parts.append(b"\n")
             frames.append(self._take())
             start = 1
-        end = chunk.find(sep, start)
+        end = self._end(chunk, start)
         limit = self._cap()
         if 0 <= end == len(chunk) - width and not start and not self._parts and len(chunk) <= limit:
             return [chunk]  # the usual read: exactly one whole frame
@@ -93,13 +94,25 @@ class Framer:
             else:
                 frames.append(piece)
             start = end + width
-            end = chunk.find(sep, start)
+            end = self._end(chunk, start)
         if start < len(chunk):
             rest = chunk[start:] if start else chunk
             self._parts.append(rest)
             self._size += len(rest)
             self._check()
         return frames
+
+    def _end(self, chunk: bytes, start: int) -> int:
+        """Where the next separator in `chunk` from `start` begins, or -1. A blank line is found as a
+        newline followed by another: CPython finds one byte with memchr, where a search for two bytes
+        took 45 times as long over a 75 KB event (a Responses lifecycle event echoes an agent's
+        instructions and tools). Each newline is looked at once, so a chunk is still read once."""
+        at = chunk.find(b"\n", start)
+        if self._sep == b"\n":
+            return at
+        while at >= 0 and not chunk.startswith(b"\n", at + 1):
+            at = chunk.find(b"\n", at + 1)
+        return at
 
     def _cap(self) -> int:
         return max_event_bytes if self._limit is None else self._limit

@@ -13,9 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Protocol
 
+import msgspec
 import orjson
 
 from modelgate.errors import ErrorType, UpstreamError, redact
+from modelgate.protocols import typed_view
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -262,14 +264,37 @@ def _sound_part(part: object) -> bool:
     return False
 
 
+_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
+# The top-level fields of an answer that pass-through reads: the call record's and the error checks'.
+_READ = ("model", "usage", "type", "error", "message")
+
+
 def read_native_answer(adapter: WireAdapter, body: bytes, headers: Mapping[str, str],
                        endpoint: Endpoint) -> dict[str, Any]:
-    """A non-streamed 200 answer to forward as is (pass-through): checked, not converted."""
+    """The fields of `_READ` a non-streamed 200 answer to forward as is (pass-through) has, once it is
+    checked: JSON, an answer (not an error body), of the adapter's shape. The rest is checked by
+    msgspec without being built as objects: a Responses answer echoes the request's instructions and
+    tools, 75 KB of an agent's that orjson took 150 µs to build and free, msgspec 30 µs to check.
+    msgspec leaves UTF-8 unchecked there (hence the whole body's check) and reads numbers orjson
+    refuses as infinite, which are forwarded as the client's own parser reads them. A body that is
+    not an object, or that may be an error body, is read whole, as `read_answer` reads it."""
     try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON") from None
-    return _checked(adapter, parsed, body, headers, endpoint)
+        top = _TOP_LEVEL.decode(body)
+        if not body.isascii():
+            body.decode()
+        read = {name: typed_view.value(top[name]) for name in _READ if name in top}
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError, orjson.JSONDecodeError):
+        read = None
+    if read is None or is_error_body(read):
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream returned a body that is not JSON") from None
+        return _checked(adapter, parsed, body, headers, endpoint)
+    fields = getattr(adapter, "answer_fields", None)
+    if fields and not any(name in top and memoryview(top[name])[:1] in (b"{", b"[") for name in fields):
+        raise UpstreamError(ErrorType.UPSTREAM_ERROR, "Upstream sent an answer of an unexpected shape")
+    return read
 
 
 def stream_refusal(adapter: WireAdapter, body: bytes, headers: Mapping[str, str], endpoint: Endpoint) -> UpstreamError:

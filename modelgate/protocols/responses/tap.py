@@ -4,16 +4,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import orjson
 
-from modelgate.protocols import sse
+from modelgate.protocols import sse, typed_view
 from modelgate.protocols.ir import Usage
+from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.responses.encode import error_object, usage_from_vendor
 
 # Events that carry the whole response object (its `model` and, at the end, its usage).
 _LIFECYCLE = (b"response.created", b"response.in_progress", b"response.queued", b"response.completed",
               b"response.incomplete", b"response.failed")
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_NULL = msgspec.Raw(b"null")
+
+
+class _ResponseHead(msgspec.Struct, gc=False):
+    """What the tap reads of a lifecycle event's response object: the rest (the request's instructions
+    and tools, echoed in every lifecycle event: 75 KB of an agent's) is checked, not built as objects."""
+
+    model: msgspec.Raw = _NULL
+    usage: msgspec.Raw = _NULL
+    error: msgspec.Raw = _NULL
+
+
+class _LifecycleEvent(msgspec.Struct, gc=False):
+    type: str | None = None
+    response: _ResponseHead | None = None
+
+
+_read_lifecycle = msgspec.json.Decoder(_LifecycleEvent).decode
 
 
 class ResponsesStreamTap:
@@ -36,6 +56,7 @@ class ResponsesStreamTap:
 
     def __init__(self, model: str) -> None:
         self.model = model
+        self._model_field = model_field(model)
         self.usage: Usage | None = None
         self.finished = False
         self.error: bytes | None = None
@@ -51,7 +72,8 @@ class ResponsesStreamTap:
             if b"data: {" not in raw and b"data:{" not in raw:
                 raise sse.unreadable_event()
             self.events += 1
-            at = raw.find(b'"sequence_number":')
+            # The service writes it last, after a lifecycle event's whole response object (75 KB of an agent's).
+            at = raw.rfind(b'"sequence_number":')
             if at >= 0:
                 digits = raw[at + 18:at + 40].lstrip().split(b",")[0].split(b"}")[0].strip()
                 if digits.isdigit():
@@ -86,21 +108,48 @@ class ResponsesStreamTap:
             "code": error.get("code") if isinstance(error.get("code"), str) else None}})
 
     def _lifecycle(self, raw: bytes) -> bytes:
-        event, payload = self._payload(raw)
+        event = sse.parse_event(raw)
+        if event is None:
+            return raw
+        try:
+            head = _read_lifecycle(event.data)
+            if head.response is None:
+                return raw
+            model = typed_view.value(head.response.model)
+            usage = typed_view.value(head.response.usage)
+            error = typed_view.value(head.response.error)
+        except msgspec.ValidationError:  # a value of another type than the service's: read whole
+            return self._lifecycle_whole(raw, event)
+        except (msgspec.DecodeError, RecursionError, orjson.JSONDecodeError):
+            raise sse.unreadable_event() from None
+        self._read(head.type, usage, error)
+        if model == self.model:
+            return raw
+        if isinstance(model, str):
+            return set_model(raw, self._model_field, 1)  # the response's, the event's first `model` key
+        return self._lifecycle_whole(raw, event)
+
+    def _lifecycle_whole(self, raw: bytes, event: sse.SSEEvent) -> bytes:
+        try:
+            payload = orjson.loads(event.data)
+        except orjson.JSONDecodeError:
+            raise sse.unreadable_event() from None
         response = payload.get("response") if isinstance(payload, dict) else None
         if not isinstance(response, dict):
             return raw
-        if payload.get("type") in _TERMINAL:
-            self.finished = True
-            if isinstance(response.get("usage"), dict):
-                self.usage = usage_from_vendor(response["usage"])
-            if payload["type"] == "response.failed":
-                error = response.get("error")
-                self._failed(error if isinstance(error, dict) else {})
+        self._read(payload.get("type"), response.get("usage"), response.get("error"))
         if response.get("model") == self.model:
             return raw
         response["model"] = self.model
-        return sse.encode(orjson.dumps(payload), event.event)  # type: ignore[union-attr]
+        return sse.encode(orjson.dumps(payload), event.event)
+
+    def _read(self, kind: Any, usage: Any, error: Any) -> None:
+        if isinstance(kind, str) and kind in _TERMINAL:
+            self.finished = True
+            if isinstance(usage, dict):
+                self.usage = usage_from_vendor(usage)
+            if kind == "response.failed":
+                self._failed(error if isinstance(error, dict) else {})
 
     def error_event(self, error_type: str, message: str) -> bytes:
         """The vendor's stream-level `error` event, numbered after the upstream's last event."""
