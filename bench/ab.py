@@ -45,9 +45,9 @@ def _bare_chat(body: bytes, stream: bool = False) -> Callable[[Target], Call]:
     return lambda up: Call("/v1/chat/completions", up.calls["chat"].headers, body, stream)
 
 
-def _agent_case(case: AgentCase) -> Case:
-    return (lambda up: bare_call(case.bare, workloads.AGENT_150, up),
-            lambda key: gateway_call(case, workloads.AGENT_150, key))
+def _agent_case(case: AgentCase, stream: bool = False) -> Case:
+    return (lambda up: bare_call(case.bare, workloads.AGENT_150, up, stream),
+            lambda key: gateway_call(case, workloads.AGENT_150, key, stream))
 
 
 def cases() -> dict[str, Case]:
@@ -57,6 +57,7 @@ def cases() -> dict[str, Case]:
         "small": (_bare_chat(small), lambda key: _chat(key, small)),
         "small-stream": (_bare_chat(small_stream, stream=True), lambda key: _chat(key, small_stream, stream=True)),
         **{case.short: _agent_case(case) for case in AGENT_CASES},
+        **{case.short + "-stream": _agent_case(case, stream=True) for case in AGENT_CASES},
     }
 
 

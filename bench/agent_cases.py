@@ -40,14 +40,14 @@ _BODIES = {"chat": workloads.agent_chat_body, "messages": workloads.agent_messag
            "responses": workloads.agent_responses_body}
 
 
-def gateway_call(case: AgentCase, shape: workloads.AgentShape, key: str) -> Call:
+def gateway_call(case: AgentCase, shape: workloads.AgentShape, key: str, stream: bool = False) -> Call:
     headers = ([f"x-api-key: {key}", "alt-version: 2023-06-01"] if case.protocol == "messages"
                else [f"Authorization: Bearer {key}"])
-    return Call(_PATHS[case.protocol], headers, _BODIES[case.protocol](shape, case.model), False)
+    return Call(_PATHS[case.protocol], headers, _BODIES[case.protocol](shape, case.model, stream), stream)
 
 
-def bare_call(bare: str, shape: workloads.AgentShape, upstream: Target) -> Call:
+def bare_call(bare: str, shape: workloads.AgentShape, upstream: Target, stream: bool = False) -> Call:
     """One of BARE_CASES: the body of that protocol through the bare proxy."""
     protocol = bare.removeprefix("bare ")
     path = "/v1/messages" if protocol == "messages" else _PATHS[protocol]
-    return Call(path, upstream.calls[protocol].headers, _BODIES[protocol](shape, MODEL), False)
+    return Call(path, upstream.calls[protocol].headers, _BODIES[protocol](shape, MODEL, stream), stream)
