@@ -180,7 +180,7 @@ class Answers:
             "reasoning": {"effort": None, "summary": None}, "store": False, "temperature": 1.0,
             "text": {"format": {"type": "text"}}, "tool_choice": "auto", "tools": [], "top_p": 1.0,
             "truncation": "disabled", "usage": {
-                "input_tokens": PROMPT_TOKENS, "input_tokens_details": {"cached_tokens": 0},
+                "input_tokens": PROMPT_TOKENS, "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
                 "output_tokens": COMPLETION_TOKENS, "output_tokens_details": {"reasoning_tokens": 0},
                 "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS},
             "user": None, "metadata": {},

@@ -13,7 +13,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from bench import report, targets
+from bench import report, targets, workloads
 from bench.run import Plan, Runner, build_parser
 
 pytestmark = pytest.mark.skipif(shutil.which("wrk") is None,
@@ -27,7 +27,7 @@ def upstream(tmp_path: Path):
     up.stop()
 
 
-def test_fake_upstream_speaks_both_wire_formats(upstream: targets.Target) -> None:
+def test_fake_upstream_speaks_the_three_wire_formats(upstream: targets.Target) -> None:
     before = targets.upstream_calls(upstream)
     chat = upstream.calls["chat"]
     status, body = targets.request(upstream.port, "POST", chat.path, chat.body, chat.headers)
@@ -49,10 +49,32 @@ def test_fake_upstream_speaks_both_wire_formats(upstream: targets.Target) -> Non
     assert status == 200
     assert names[0] == "event: message_start" and names[-1] == "event: message_stop"
 
+    # The Responses API's answers echo the request's instructions and tools, whole and in the stream's
+    # lifecycle events, as the service's response object does: checked against the SDK's types.
+    from openai.types.responses import Response, ResponseStreamEvent
+    from pydantic import TypeAdapter
+
+    request = orjson.loads(workloads.agent_responses_body(workloads.AGENT_80, targets.RESPONSES_MODEL))
+    call = upstream.calls["responses"]
+    status, body = targets.request(upstream.port, "POST", call.path, orjson.dumps(request), call.headers)
+    assert status == 200
+    answer = Response.model_validate_json(body)
+    assert answer.instructions == request["instructions"] and len(answer.tools) == len(request["tools"])
+    assert answer.output_text and answer.usage is not None
+    status, body = targets.request(upstream.port, "POST", call.path, orjson.dumps({**request, "stream": True}),
+                                   call.headers)
+    assert status == 200
+    events = [TypeAdapter(ResponseStreamEvent).validate_json(block.split("\ndata: ", 1)[1])
+              for block in body.decode().split("\n\n") if block]
+    assert [e.type for e in events[:2]] == ["response.created", "response.in_progress"]
+    assert events[-1].type == "response.completed" and events[-1].response.usage is not None
+    assert events[-1].response.instructions == request["instructions"]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+
     # Without its credentials header the upstream refuses, as the real one does.
     status, body = targets.request(upstream.port, "POST", chat.path, chat.body, [])
     assert status == 401
-    assert targets.upstream_calls(upstream) - before == 3
+    assert targets.upstream_calls(upstream) - before == 5
 
 
 def test_bare_proxy_under_wrk_and_open_loop(upstream: targets.Target, tmp_path: Path) -> None:
@@ -167,6 +189,12 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
                 ("modelgate responses→chat", mg, targets.Call(
                     "/v1/responses", [f"Authorization: Bearer {key}"],
                     workloads.agent_responses_body(workloads.AGENT_80, targets.MODEL), False)),
+                ("bare responses", bare, targets.Call("/v1/responses", up.calls["responses"].headers,
+                                                      workloads.agent_responses_body(workloads.AGENT_80,
+                                                                                     targets.MODEL), False)),
+                ("modelgate pass-through responses", mg, targets.Call(
+                    "/v1/responses", [f"Authorization: Bearer {key}"],
+                    workloads.agent_responses_body(workloads.AGENT_80, targets.RESPONSES_MODEL), False)),
             ]
             for label, target, call in cases:  # one call each first: a refusal shows with its body
                 status, answer = targets.request(target.port, "POST", call.path, call.body, call.headers)
@@ -174,7 +202,10 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
             runs = bench.interleaved(cases, 4)
             long_call = targets.Call("/v1/chat/completions", [f"Authorization: Bearer {key}"], orjson.dumps(
                 {"model": targets.LONG_MODEL, "stream": True, "messages": [{"role": "user", "content": "x"}]}), True)
-            streamed = bench.streams([("modelgate pass-through chat", mg, long_call)], 2)
+            long_responses = targets.Call("/v1/responses", [f"Authorization: Bearer {key}"], orjson.dumps(
+                {"model": targets.RESPONSES_LONG_MODEL, "stream": True, "input": "x"}), True)
+            streamed = bench.streams([("modelgate pass-through chat", mg, long_call),
+                                      ("modelgate pass-through responses", mg, long_responses)], 2)
         finally:
             bare.stop()
             stop = agent.stop_modelgate(mg)
@@ -184,6 +215,7 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
         assert len(results) == 1 and results[0]["rps"] > 0, label
         assert results[0]["non_2xx"] == results[0]["socket_errors"] == 0, label
     assert streamed["modelgate pass-through chat"][0]["cpu_us_per_chunk"] > 0
+    assert streamed["modelgate pass-through responses"][0]["completed"] > 0
     assert stop["upstream_calls"] > 0 and stop["lost_call_log_rows"] == 0
     results = {"date": "2026-01-01T00:00:00+00:00", "command": "smoke", "machine": {
         "cpu": "cpu", "cores": 2, "memory_gb": 1.0, "kernel": "k", "python": "3", "wrk": "wrk"},
@@ -193,6 +225,7 @@ def test_agent_bench_interleaves_targets_and_accounts_every_call(tmp_path: Path)
     table = agent_report.markdown(results)
     assert "| 150 KB agent, pass-through CPU/req ≤ 1.3× bare (chat) | " in table
     assert "| 150 KB agent, conversion responses→chat CPU/req ≤ 2× bare | " in table
+    assert "| 150 KB agent, pass-through CPU/req ≤ 1.3× bare (Responses) | " in table
     assert "| 150 KB agent, pass-through with a renamed model: CPU/req vs the same model id | " in table
     assert f"| lost call-log rows, errors (every run) | 0 of {stop['upstream_calls']} calls; 0 errors | yes |" in table
 
