@@ -394,12 +394,20 @@ def _whole_answer(adapter: Any, body: bytes) -> dict:
     return parsed
 
 
+# Long enough for pass-through to decode only the fields it reads.
+ECHOED_INSTRUCTIONS = "You are a coding agent. " * 400
+
+
 @pytest.mark.parametrize("protocol", sorted(CODECS))
 @FUZZ
-@given(answer=st.dictionaries(ANSWER_KEYS, json_values, max_size=8) | json_values)
-def test_a_pass_through_answer_read_in_part_is_read_as_the_whole_answer(protocol: str, answer: Any) -> None:
-    # Pass-through decodes only the answer fields it reads (a Responses answer echoes the request's
-    # instructions and tools): what it refuses, and the model and usage it reads, are the whole answer's.
+@given(answer=st.dictionaries(ANSWER_KEYS, json_values, max_size=8) | json_values, long=st.booleans())
+def test_a_pass_through_answer_read_in_part_is_read_as_the_whole_answer(protocol: str, answer: Any,
+                                                                         long: bool) -> None:
+    # Pass-through decodes only the fields it reads of a long answer (a Responses answer echoes the
+    # request's instructions and tools): what it refuses, and the model and usage it reads, are those of
+    # the whole answer, long or short.
+    if long and isinstance(answer, dict):
+        answer = {**answer, "instructions": ECHOED_INSTRUCTIONS}
     adapter, codec, body = PASS_THROUGH[protocol], CODECS[protocol], orjson.dumps(answer)
     whole = _outcome(lambda: _whole_answer(adapter, body))
     part = _outcome(lambda: read_native_answer(adapter, body, {}, ENDPOINT))
@@ -415,7 +423,8 @@ def test_a_pass_through_answer_read_in_part_is_read_as_the_whole_answer(protocol
 def test_a_pass_through_answer_is_checked_whole_where_it_is_not_decoded(skipped: bytes) -> None:
     # Invalid UTF-8 or JSON in a part the gateway does not read is still an unreadable answer (a 502),
     # never bytes forwarded to a client whose JSON parser fails on them.
-    body = b'{"id": "resp_1", "model": "up", "output": [], "instructions": ' + skipped + b', "usage": null}'
+    body = (b'{"id": "resp_1", "model": "up", "output": [], "instructions": "' + ECHOED_INSTRUCTIONS.encode()
+            + b'", "tools": ' + skipped + b', "usage": null}')
     with pytest.raises(UpstreamError) as caught:
         read_native_answer(PASS_THROUGH["responses"], body, {}, ENDPOINT)
     assert caught.value.error_type is ErrorType.UPSTREAM_ERROR
