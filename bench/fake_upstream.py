@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import signal
 import time
+from typing import Callable
 
 import orjson
 
@@ -353,9 +354,11 @@ class UpstreamProtocol(asyncio.Protocol):
                 body: bytes) -> tuple["bytes | Stream", bool] | None:
         """The response bytes and whether it is an inference call (the delay applies to those)."""
         a = self.answers
-        if method == b"POST" and path.endswith(b"/chat/completions"):
-            if not headers.get(b"authorization", b"").startswith(b"Bearer "):
-                return a.chat_unauthorized, False
+        inference = self._inference(path, headers) if method == b"POST" else None
+        if inference is not None:
+            refusal, answer = inference
+            if refusal is not None:
+                return refusal, False
             try:
                 req = orjson.loads(body)
             except orjson.JSONDecodeError:
@@ -363,33 +366,7 @@ class UpstreamProtocol(asyncio.Protocol):
             self.counter.calls += 1
             if req.get("stream"):
                 self.counter.streamed += 1
-                opts = req.get("stream_options") or {}
-                s = self._streams(req)
-                return (s.chat_stream_usage if opts.get("include_usage") else s.chat_stream), True
-            return a.chat, True
-        if method == b"POST" and path.endswith(b"/messages"):
-            if not headers.get(b"x-api-key") or not headers.get(b"anthropic-version"):
-                return a.messages_unauthorized, False
-            try:
-                req = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                return a.bad_request, False
-            self.counter.calls += 1
-            if req.get("stream"):
-                self.counter.streamed += 1
-                return self._streams(req).messages_stream, True
-            return a.messages, True
-        if method == b"POST" and path.endswith(b"/responses"):
-            if not headers.get(b"authorization", b"").startswith(b"Bearer "):
-                return a.chat_unauthorized, False
-            try:
-                req = orjson.loads(body)
-            except orjson.JSONDecodeError:
-                return a.bad_request, False
-            self.counter.calls += 1
-            if req.get("stream"):
-                self.counter.streamed += 1
-            return responses_answer(self._streams(req), req), True
+            return answer(req), True
         if method == b"GET" and path.endswith(b"/models"):
             return a.models, False
         if path == b"/_bench/stats":
@@ -399,6 +376,30 @@ class UpstreamProtocol(asyncio.Protocol):
             self.counter.calls = self.counter.streamed = 0
             return _response("200 OK", b"{}"), False
         return a.not_found, False
+
+    def _inference(self, path: bytes, headers: dict[bytes, bytes],
+                   ) -> tuple[bytes | None, Callable[[dict], "bytes | Stream"]] | None:
+        """The refusal of a call without the wire format's credentials (None: none) and the answer of one
+        with them, for the inference endpoints of the three wire formats."""
+        a = self.answers
+        bearer = headers.get(b"authorization", b"").startswith(b"Bearer ")
+        if path.endswith(b"/chat/completions"):
+            return (None if bearer else a.chat_unauthorized), self._chat
+        if path.endswith(b"/messages"):
+            keyed = headers.get(b"x-api-key") and headers.get(b"anthropic-version")
+            return (None if keyed else a.messages_unauthorized), self._messages
+        if path.endswith(b"/responses"):
+            return (None if bearer else a.chat_unauthorized), lambda req: responses_answer(self._streams(req), req)
+        return None
+
+    def _chat(self, req: dict) -> "bytes | Stream":
+        if not req.get("stream"):
+            return self.answers.chat
+        s = self._streams(req)
+        return s.chat_stream_usage if (req.get("stream_options") or {}).get("include_usage") else s.chat_stream
+
+    def _messages(self, req: dict) -> "bytes | Stream":
+        return self._streams(req).messages_stream if req.get("stream") else self.answers.messages
 
     def _streams(self, req: dict) -> Answers:
         model = req.get("model")
