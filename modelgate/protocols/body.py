@@ -119,13 +119,14 @@ def _kept(body: ClientBody, values: Mapping[str, Any]) -> set[str]:
             if (value := values.get(name, _MISSING)) is old or (type(value) is type(old) and value == old)}
 
 
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode  # the top-level values as sent
+# A JSON object's top-level values as sent, checked but not built as objects (msgspec.DecodeError otherwise).
+top_level = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
 
 def _rebuilt(raw: bytes, forwarded: dict[str, Any], kept: set[str]) -> bytes:
     """The top-level object again: the fields the gateway kept as the client's own bytes (a body
     read through a typed view has no other form of them), the others serialised."""
-    sent = _TOP_LEVEL(raw)  # keys in orjson's order: first appearance, the last value of a repeated one
+    sent = top_level(raw)  # keys in orjson's order: first appearance, the last value of a repeated one
     parts: list[Any] = []
     for name, piece in sent.items():
         if name in forwarded:

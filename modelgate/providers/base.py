@@ -18,6 +18,7 @@ import orjson
 
 from modelgate.errors import ErrorType, UpstreamError, redact
 from modelgate.protocols import typed_view
+from modelgate.protocols.body import top_level
 from modelgate.protocols.ir import (
     ChatRequest,
     ChatResponse,
@@ -264,7 +265,6 @@ def _sound_part(part: object) -> bool:
     return False
 
 
-_TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 # The top-level fields of an answer that pass-through reads: the call record's and the error checks'.
 _READ = ("model", "usage", "type", "error", "message")
 # Bytes below which an answer is decoded whole: picking out its fields cost 1 µs more on a 300-byte one.
@@ -298,7 +298,7 @@ def _fields(body: bytes) -> tuple[dict[str, Any], dict[str, msgspec.Raw]] | None
     msgspec leaves UTF-8 unchecked in the pieces it skips (hence the whole body's check), and reads
     numbers that orjson refuses as infinite, which are forwarded as the client's own parser reads them."""
     try:
-        top = _TOP_LEVEL.decode(body)
+        top = top_level(body)
         if not body.isascii():
             body.decode()
         return {name: typed_view.value(top[name]) for name in _READ if name in top}, top
