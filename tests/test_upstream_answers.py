@@ -266,11 +266,13 @@ def test_framer_splits_like_a_whole_buffer_split_whatever_the_chunking(events, c
 
 
 @FUZZ
-@given(pieces=st.lists(st.sampled_from([b"data: x", b"event: e", b"\n", b"\r\n", b"\r", b"{}"]), max_size=30),
-       cuts=st.lists(st.integers(0, 200), max_size=8), separator=st.sampled_from([b"\n\n", b"\n"]))
+@given(pieces=st.lists(st.sampled_from([b"data: x", b"event: e", b"\n", b"\r\n", b"\r", b"{}", b"x" * 2100]),
+                      max_size=30),
+       cuts=st.lists(st.integers(0, 20000), max_size=8), separator=st.sampled_from([b"\n\n", b"\n"]))
 def test_framer_ends_frames_only_at_its_separator_whatever_the_lines_and_the_chunking(pieces, cuts, separator) -> None:
-    # Events of several lines (a newline alone never ends an SSE event), CR LF read as LF: the frames
-    # and what is left pending are those of the whole buffer split at the separator.
+    # Events of several lines (a newline alone never ends an SSE event), CR LF read as LF, in short chunks
+    # and in long ones (searched another way): the frames and what is left pending are those of the
+    # whole buffer split at the separator.
     raw = b"".join(pieces)
     text = raw.replace(b"\r\n", b"\n")
     expected, start = [], 0

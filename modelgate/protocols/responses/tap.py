@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -12,9 +13,9 @@ from modelgate.protocols.ir import Usage
 from modelgate.protocols.model_name import model_field, set_model
 from modelgate.protocols.responses.encode import error_object, usage_from_vendor
 
-# Events that carry the whole response object (its `model` and, at the end, its usage).
-_LIFECYCLE = (b"response.created", b"response.in_progress", b"response.queued", b"response.completed",
-              b"response.incomplete", b"response.failed")
+# Events that carry the whole response object (its `model` and, at the end, its usage), by the name in an
+# event's head: one regular-expression search, where a search for each name cost 1.3 µs an event.
+_LIFECYCLE = re.compile(rb"response\.(?:created|in_progress|queued|completed|incomplete|failed)\b").search
 _TERMINAL = frozenset({"response.completed", "response.incomplete", "response.failed"})
 _NULL = msgspec.Raw(b"null")
 
@@ -79,7 +80,7 @@ class ResponsesStreamTap:
                 if digits.isdigit():
                     self._next_seq = int(digits) + 1
             head = raw[:80]
-            if any(name in head for name in _LIFECYCLE):
+            if _LIFECYCLE(head):
                 raws[i] = self._lifecycle(raw)
             elif head.startswith(b"event: error") or b'"type":"error"' in head or b'"type": "error"' in head:
                 self._read_error(raw)
