@@ -93,9 +93,11 @@ RESPONSES_BODIES = [
          {"role": "user", "content": [{"type": "input_text", "text": "q"},
                                       {"type": "input_image", "image_url": "https://x/a.png", "detail": "auto"}]},
          {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "s"}],
-          "encrypted_content": "enc"},
+          "content": [], "encrypted_content": "enc"},
          {"type": "message", "role": "assistant", "id": "m1", "status": "completed",
-          "content": [{"type": "output_text", "text": "a", "annotations": []}]},
+          "content": [{"type": "output_text", "text": "a", "annotations": [
+              {"type": "url_citation", "url": "https://x/", "title": "t", "start_index": 0, "end_index": 1},
+              {"type": "file_citation", "file_id": "f1", "filename": "a.pdf", "index": 2}]}]},
          {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "read", "arguments": "{}"},
          {"type": "function_call_output", "call_id": "c1", "output": "done"},
          {"type": "message", "role": "developer", "content": "dev"},
@@ -186,6 +188,20 @@ CODEX_FREEFORM_BODY = {
               {"type": "function_call_output", "call_id": "call_3", "output": "closed"}],
 }
 RESPONSES_BODIES.append(CODEX_FREEFORM_BODY)
+# The AI SDK's Responses input (@ai-sdk/openai 3.0, convertToOpenAIResponsesInput): messages without
+# `type`, beside typed function calls and their outputs.
+AI_SDK_RESPONSES_BODY = {
+    "model": "gpt-x", "stream": True, "max_output_tokens": 32000, "tool_choice": "auto",
+    "tools": [{"type": "function", "name": "read", "description": "Read", "parameters": SCHEMA, "strict": False}],
+    "input": [
+        {"role": "system", "content": "You are opencode."},
+        {"role": "user", "content": [{"type": "input_text", "text": "see file"}]},
+        {"role": "assistant", "content": [{"type": "output_text", "text": "Reading."}], "id": "msg_1"},
+        {"type": "function_call", "call_id": "call_1", "name": "read", "arguments": "{\"path\":\"a.py\"}", "id": "fc_1"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "print(1)"},
+    ],
+}
+RESPONSES_BODIES.append(AI_SDK_RESPONSES_BODY)
 
 # Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
 REPLACEMENTS: list[Any] = [
@@ -313,8 +329,8 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
-    (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
-], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "opencode", "openai-sdk-loop"])
+    (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
+], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "ai-sdk-responses", "opencode", "openai-sdk-loop"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None
@@ -324,10 +340,41 @@ def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: A
 def test_the_tool_definitions_found_sound_are_remembered_within_bounds() -> None:
     from modelgate.protocols import typed_view
 
+    def definitions(i: int) -> bytes:
+        return orjson.dumps({"description": str(i)})
+
     for i in range(3 * typed_view._DEFINITIONS_KEPT):
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}],
-                "tools": [{"type": "function", "function": {"name": "f", "parameters": {"description": str(i)}}}]}
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": orjson.loads(definitions(i))}}]}
         assert CHAT.read_typed(orjson.dumps(body), {}) is not None
     assert len(typed_view._ACCEPTED_DEFINITIONS) == typed_view._DEFINITIONS_KEPT
-    latest = orjson.dumps({"description": str(3 * typed_view._DEFINITIONS_KEPT - 1)})
-    assert (typed_view.sound, latest) in typed_view._ACCEPTED_DEFINITIONS  # the oldest go first
+    checked = []
+
+    def accept(data: bytes) -> bool:
+        checked.append(data)
+        return True
+
+    latest, oldest = definitions(3 * typed_view._DEFINITIONS_KEPT - 1), definitions(0)
+    assert typed_view._remembered(typed_view.sound, latest, accept) and checked == []
+    assert typed_view._remembered(typed_view.sound, oldest, accept) and checked == [oldest]  # the oldest go first
+
+
+def test_remembered_definitions_are_told_apart_by_all_their_bytes() -> None:
+    """Sets alike in length and in the sampled bytes are each checked, never taken for one another."""
+    from modelgate.protocols import typed_view
+
+    checked = []
+
+    def accept(data: bytes) -> bool:
+        checked.append(data)
+        return not data.endswith(b"!")
+
+    first = b"a" * 4096
+    other = first[:1] + b"b" + first[2:]  # differs in a byte the sample skips
+    bad = first[:-1] + b"!"
+    assert typed_view._definitions_key(typed_view.sound, first) == typed_view._definitions_key(typed_view.sound, other)
+    assert typed_view._remembered(typed_view.sound, first, accept)
+    assert typed_view._remembered(typed_view.sound, other, accept)
+    assert checked == [first, other]
+    assert not typed_view._remembered(typed_view.sound, bad, accept)
+    assert typed_view._remembered(typed_view.sound, other, accept) and len(checked) == 3  # remembered

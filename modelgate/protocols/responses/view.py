@@ -3,7 +3,7 @@ msgspec types, for the requests clients usually send. None: let validate decide.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Union
+from typing import Annotated, Any, Generic, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -11,17 +11,47 @@ from msgspec import UNSET, Raw, UnsetType
 from modelgate.protocols.body import ClientBody
 from modelgate.protocols.responses.validate import check_tools
 from modelgate.protocols.typed_view import (
-    Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, raw_fields, sound,
+    Int, Opt, PositiveInt, View, checked_definitions, decoder, partial_body, present, raw_fields, sound,
 )
 
 
-class Part(View):
-    type: Literal["input_text", "output_text", "input_image", "refusal"]  # files are left to validate
-    text: Union[str, UnsetType] = UNSET
-    refusal: Union[str, UnsetType] = UNSET
-    image_url: Union[str, UnsetType] = UNSET
+class Part(View, tag_field="type"):
+    """A content part of a kind validate checks (files are left to it)."""
+
+
+class InputText(Part, tag="input_text"):
+    text: str
+
+
+class Annotation(View):
+    """The vendor's four kinds of citation (openai 3.57, response_output_text.py), flattened: all scalars."""
+
+    type: str
+    url: Union[str, UnsetType] = UNSET
+    title: Union[str, UnsetType] = UNSET
+    file_id: Union[str, UnsetType] = UNSET
+    filename: Union[str, UnsetType] = UNSET
+    container_id: Union[str, UnsetType] = UNSET
+    index: Union[Int, UnsetType] = UNSET
+    start_index: Union[Int, UnsetType] = UNSET
+    end_index: Union[Int, UnsetType] = UNSET
+
+
+class OutputText(Part, tag="output_text"):
+    text: str
+    annotations: Union[list[Annotation], UnsetType] = UNSET
+
+
+class Refusal(Part, tag="refusal"):
+    refusal: str
+
+
+class InputImage(Part, tag="input_image"):
+    image_url: str
     detail: Union[str, UnsetType] = UNSET
-    annotations: Union[Raw, UnsetType] = UNSET
+
+
+Parts = Union[str, list[Union[InputText, OutputText, Refusal, InputImage]]]
 
 
 class SummaryPart(View):
@@ -29,20 +59,63 @@ class SummaryPart(View):
     text: str
 
 
-class Item(View):
-    """An input item of any kind (a message when `type` is absent); `read` checks each kind's fields."""
+# Input items by `type`, each with the fields validate requires of it, so that msgspec checks them
+# while it decodes. Other kinds are the vendor's: left to validate.
+class Item(View, tag_field="type", kw_only=True):
+    id: Union[str, UnsetType] = UNSET
+    status: Union[str, UnsetType] = UNSET
+
+
+class Message(Item, tag="message"):
+    role: Literal["user", "assistant", "system", "developer"]
+    content: Parts
+
+
+class FunctionCall(Item, tag="function_call"):
+    call_id: str
+    name: str
+    arguments: str
+    namespace: Union[str, UnsetType] = UNSET  # a call of a namespace tool's function (Codex's MCP tools)
+
+
+class CustomToolCall(Item, tag="custom_tool_call"):
+    call_id: str
+    name: str
+    input: str  # the raw input of a custom tool (Codex's apply_patch)
+
+
+class FunctionCallOutput(Item, tag="function_call_output"):
+    call_id: str
+    output: Parts
+
+
+class CustomToolCallOutput(FunctionCallOutput, tag="custom_tool_call_output"):
+    pass
+
+
+class ReasoningItem(Item, tag="reasoning"):
+    summary: list[SummaryPart]
+    content: Union[Annotated[list[Raw], msgspec.Meta(max_length=0)], None] = None  # text parts: left to validate
+    encrypted_content: Union[str, None] = None
+
+
+TypedItem = Union[Message, FunctionCall, CustomToolCall, FunctionCallOutput, CustomToolCallOutput, ReasoningItem]
+
+
+class AnyItem(View):
+    """An input item that may lack `type` (a message: the AI SDK sends them so), checked by `_any_item_sound`."""
 
     type: str = "message"
     id: Union[str, UnsetType] = UNSET
     status: Union[str, UnsetType] = UNSET
     role: Union[Literal["user", "assistant", "system", "developer"], UnsetType] = UNSET
-    content: Union[str, list[Part], None] = None
+    content: Union[Parts, None] = None
     call_id: Union[str, UnsetType] = UNSET
     name: Union[str, UnsetType] = UNSET
-    namespace: Union[str, UnsetType] = UNSET  # a call of a namespace tool's function (Codex's MCP tools)
+    namespace: Union[str, UnsetType] = UNSET
     arguments: Union[str, UnsetType] = UNSET
-    input: Union[str, UnsetType] = UNSET  # a custom tool call's raw input (Codex's apply_patch)
-    output: Union[str, list[Part], UnsetType] = UNSET
+    input: Union[str, UnsetType] = UNSET
+    output: Union[Parts, UnsetType] = UNSET
     summary: Union[list[SummaryPart], UnsetType] = UNSET
     encrypted_content: Union[str, None] = None
 
@@ -70,9 +143,12 @@ class Reasoning(View):  # unsent fields UNSET, so that it reads back as sent (th
     summary: Opt[Literal["auto", "concise", "detailed"]] = UNSET
 
 
-class ResponsesRequest(View):
+ItemT = TypeVar("ItemT", TypedItem, AnyItem)
+
+
+class ResponsesRequest(View, Generic[ItemT]):
     model: str
-    input: Union[str, list[Item]]  # without it a stored conversation is meant: left to validate
+    input: Union[str, list[ItemT]]  # without it a stored conversation is meant: left to validate
     instructions: Opt[str] = UNSET
     previous_response_id: Opt[str] = UNSET
     prompt_cache_key: Opt[str] = UNSET
@@ -110,12 +186,13 @@ class ResponsesRequest(View):
     top_logprobs: Union[Raw, UnsetType] = UNSET
 
 
-_decode = decoder(ResponsesRequest)
+_decode = decoder(ResponsesRequest[TypedItem])
+_decode_any_items = decoder(ResponsesRequest[AnyItem])  # the typed items' decoder stops at an item without `type`
 _RAW_FIELDS = raw_fields(ResponsesRequest, but=("tools",))  # tools: checked_definitions
 
 
-def _item_sound(item: Item, pieces: list[Raw]) -> bool:
-    """The rules of validate._check_item a type cannot say; collects the Raw pieces."""
+def _any_item_sound(item: AnyItem) -> bool:
+    """The rules of validate._check_item that the types of the untagged item cannot say."""
     kind = item.type
     if kind == "message":
         if item.role is UNSET or item.content is None:
@@ -130,32 +207,23 @@ def _item_sound(item: Item, pieces: list[Raw]) -> bool:
         if item.call_id is UNSET or item.output is UNSET:
             return False
     elif kind == "reasoning":
-        if item.summary is UNSET or item.content:  # reasoning text parts are left to validate
+        if item.summary is UNSET or (item.content is not None and item.content != []):  # text parts: validate's
             return False
     else:
         return False  # other kinds are the vendor's: left to validate
-    for parts in (item.content, item.output):
-        if isinstance(parts, list):
-            for part in parts:
-                kind = part.type
-                if kind == "input_image":
-                    if part.image_url is UNSET:
-                        return False
-                elif (part.text if kind != "refusal" else part.refusal) is UNSET:
-                    return False
-                if part.annotations is not UNSET:
-                    pieces.append(part.annotations)
     return True
 
 
 def read(raw: bytes) -> tuple[ClientBody, str, bool] | None:
     """(body, model, stream) of a request `validate.validate` accepts, or None to let it decide."""
     request = _decode(raw)
-    if request is None or not request.model:
+    if request is None:
+        request = _decode_any_items(raw)
+        if request is None or isinstance(request.input, list) and not all(map(_any_item_sound, request.input)):
+            return None
+    if not request.model:
         return None
     pieces: list[Raw] = []  # the free-form JSON msgspec only skipped
-    if isinstance(request.input, list) and not all(_item_sound(item, pieces) for item in request.input):
-        return None
     if request.tools is not UNSET and not checked_definitions(request.tools, check_tools):
         return None
     choice = request.tool_choice
