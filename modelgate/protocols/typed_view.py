@@ -35,6 +35,7 @@ import msgspec
 import orjson
 
 from modelgate.protocols.body import NOT_DECODED, ClientBody
+from modelgate.protocols.memo import ByBytes
 
 T = TypeVar("T")
 # A top-level field: absent (UNSET, so that the partial body holds exactly the fields sent), null, or a T.
@@ -65,32 +66,17 @@ def sound(pieces: list[msgspec.Raw]) -> bool:
     return not pieces or _sound(b"\x00".join(pieces))  # a byte no JSON text holds: no match across pieces
 
 
-# Tool definitions found acceptable, by their bytes (and the check that accepted them): agents send
-# the same ones on every turn, and checking them again cost as much as decoding the rest of the body.
-# Found by their length and a sample of their bytes, then compared whole: hashing 40 KB cost 8 µs,
-# comparing it costs 1. Two sets alike in length and sample take each other's place. Bounded: 16
-# sets of 128 KB.
-_ACCEPTED_DEFINITIONS: dict[tuple[object, int, bytes], bytes] = {}
+# Whether tool definitions passed a check, by the check and their bytes (protocols/memo.py): agents send
+# the same ones on every turn. Bounded: 16 sets of 128 KB for each check.
+_CHECKED_DEFINITIONS: dict[object, ByBytes[bool]] = {}
 _DEFINITIONS_KEPT, _DEFINITIONS_BYTES = 16, 128 * 1024
-_SAMPLE_BYTES = 64
-
-
-def _definitions_key(check: object, data: bytes) -> tuple[object, int, bytes]:
-    return check, len(data), data[::max(1, len(data) // _SAMPLE_BYTES)]
 
 
 def _remembered(check: object, data: bytes, accept: Callable[[bytes], bool]) -> bool:
-    key = _definitions_key(check, data)
-    if _ACCEPTED_DEFINITIONS.get(key) == data:
-        return True
-    if not accept(data):
-        return False
-    if len(data) <= _DEFINITIONS_BYTES:
-        _ACCEPTED_DEFINITIONS.pop(key, None)
-        if len(_ACCEPTED_DEFINITIONS) >= _DEFINITIONS_KEPT:
-            del _ACCEPTED_DEFINITIONS[next(iter(_ACCEPTED_DEFINITIONS))]  # the oldest
-        _ACCEPTED_DEFINITIONS[key] = data
-    return True
+    memo = _CHECKED_DEFINITIONS.get(check)
+    if memo is None:
+        memo = _CHECKED_DEFINITIONS[check] = ByBytes(_DEFINITIONS_KEPT, _DEFINITIONS_BYTES)
+    return memo.get(data, accept)
 
 
 def sound_definitions(pieces: list[msgspec.Raw]) -> bool:

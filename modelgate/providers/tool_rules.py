@@ -28,13 +28,13 @@ Schemas:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import re
 from typing import Any, Callable, TypeVar
 
 import orjson
 
+from modelgate.protocols.memo import ByBytes
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
 
 T = TypeVar("T")
@@ -198,15 +198,15 @@ _MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSch
 def by_tool_set(fit: Callable[[list[Any]], T]) -> Callable[[list[Any]], T]:
     """`fit` of a request's tool schemas, remembered by their bytes and shared by every request that sends
     them: an agent sends the same tools every turn, and a walk of 40 schemas costs ten times the lookup.
-    Callers only read what it gives. At most 64 tool sets of some 50 KB each are kept."""
-    fitted_of = functools.lru_cache(maxsize=64)(lambda encoded: fit(orjson.loads(encoded)))
+    Callers only read what it gives. At most 64 tool sets of up to 256 KB each are kept."""
+    fitted_of: ByBytes[T] = ByBytes(64, 256 * 1024)
 
     def fitted(schemas: list[Any]) -> T:
         try:
             encoded = orjson.dumps(schemas)
         except orjson.JSONEncodeError:  # not from JSON (an integer beyond 64 bits): no cache
             return fit(schemas)
-        return fitted_of(encoded)
+        return fitted_of.get(encoded, lambda data: fit(orjson.loads(data)))
 
     return fitted
 
