@@ -56,6 +56,38 @@ async def test_deeply_nested_bodies_get_a_400_in_the_protocol_shape(gateway, ope
         assert ok.status_code == 200, ok.text
 
 
+def _schema_nested(levels: int) -> dict:
+    schema: dict = {"type": "object"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+async def test_a_body_within_the_depth_limit_whose_conversion_is_not_gets_a_400(gateway, openai_upstream):
+    """A tool schema sits one level deeper in chat's format (tools[].function.parameters) than in messages'
+    and the Responses API's: a body at the limit converts to one beyond what can be encoded. The caller gets
+    the 400 of a too-deep body in its protocol's shape, not an internal error, and it is recorded."""
+    wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])  # openai-compatible: both convert
+    at_limit = _schema_nested(125)  # the messages body is 254 levels deep, its chat conversion 255
+    assert orjson.dumps({"model": "m", "tools": [{"input_schema": at_limit}]})  # the body itself encodes
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as http:
+        msgs = await http.post("/alt/v1/messages", headers={"x-api-key": wired.key, "alt-version": "2023-06-01"},
+                               content=orjson.dumps({**MESSAGES_BODY, "tools": [{"name": "t", "input_schema": at_limit}]}))
+        assert msgs.status_code == 400, msgs.text
+        assert msgs.json()["type"] == "error" and msgs.json()["error"]["type"] == "invalid_request_error"
+        assert "nested more than 254 levels" in msgs.json()["error"]["message"]
+        responses = await http.post("/v1/responses", headers={"authorization": f"Bearer {wired.key}"}, content=orjson.dumps(
+            {"model": "gpt-test", "input": "hi", "tools": [{"type": "function", "name": "t", "parameters": at_limit}]}))
+        assert responses.status_code == 400, responses.text
+        assert responses.json()["error"]["code"] == "invalid_request"
+        assert openai_upstream.requests == [], "a refused body never reaches the upstream"
+        # One level less converts and is served.
+        served = await http.post("/alt/v1/messages", headers={"x-api-key": wired.key, "alt-version": "2023-06-01"},
+                                 content=orjson.dumps({**MESSAGES_BODY, "tools": [{"name": "t", "input_schema": _schema_nested(124)}]}))
+        assert served.status_code == 200, served.text
+    assert [r.status for r in await _rows(gateway)] == [400, 400, 200]
+
+
 async def test_temperature_is_validated_on_the_messages_path_as_on_chat(gateway, openai_upstream):
     wired = await gateway.wire(openai_upstream.base_url, ["gpt-test"])
     async with httpx.AsyncClient(base_url=gateway.url) as http:

@@ -406,7 +406,14 @@ class _Call:
             self.max_tokens = ir.max_tokens
             if (cap := self._learnt_cap(route, endpoint)) is not None:
                 ir = dataclasses.replace(ir, max_tokens=cap)
-            req = adapter.build_request(ir, route.upstream_model, endpoint)
+            try:
+                req = adapter.build_request(ir, route.upstream_model, endpoint)
+            except orjson.JSONEncodeError as err:
+                if "Recursion limit" not in str(err):
+                    raise
+                # Within the limit as sent (parse_json), a level or two deeper in the provider's format.
+                raise errors.invalid_request(f"The request body, converted for this model's provider, would be "
+                                             f"nested more than {MAX_JSON_DEPTH} levels deep") from None
             # The tree and the IR go now, while the CPU's caches hold them (protocols/body.py); another
             # attempt decodes the bytes again.
             self.answer = self.codec.answer_context(body)
