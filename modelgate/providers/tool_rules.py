@@ -34,8 +34,8 @@ from typing import Any, Callable, TypeVar
 
 import orjson
 
-from modelgate.protocols.memo import ByBytes
 from modelgate.protocols.ir import ChatRequest, ChatResponse, Message, Part, ToolCall
+from modelgate.protocols.memo import ByBytes
 
 T = TypeVar("T")
 _NOT_ID_CHARS = re.compile(r"[^A-Za-z0-9_-]")
