@@ -9,6 +9,7 @@ types, out-of-range numbers, deep nesting, unknown fields, invalid UTF-8, number
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Iterator
 
 import orjson
@@ -23,6 +24,7 @@ from modelgate.protocols.messages import MID_CONVERSATION_SYSTEM_BETA, MessagesC
 from modelgate.protocols.responses import ResponsesCodec
 
 CHAT, MESSAGES, RESPONSES = ChatCodec(), MessagesCodec(), ResponsesCodec()
+CAPTURES = Path(__file__).parent / "captures"
 VERSION = {b"anthropic-version": b"2023-06-01"}
 WITH_BETA = {**VERSION, b"anthropic-beta": MID_CONVERSATION_SYSTEM_BETA.encode()}
 
@@ -203,6 +205,33 @@ AI_SDK_RESPONSES_BODY = {
 }
 RESPONSES_BODIES.append(AI_SDK_RESPONSES_BODY)
 
+
+def _answered_items() -> list[dict]:
+    """The output items of a real Responses stream (gpt-5.3-codex: messages with `phase`, output text with
+    `annotations` and `logprobs`), as an agent loop sends them back (tests/captures/README.md)."""
+    events = [orjson.loads(line) for line in (CAPTURES / "openai_responses_stream_phase.jsonl").read_bytes().splitlines()]
+    return [event["item"] for event in events if event["type"] == "response.output_item.done"]
+
+
+ANSWERED_ITEMS = _answered_items()
+# The OpenAI SDK's agent loop on the Responses API: the answer's items sent back as the next turn's input.
+# One output text carries logprobs in the SDK's shape (openai 3.57, response_output_text.Logprob).
+SDK_RESPONSES_LOOP_BODY = {
+    "model": "gpt-x", "input": [
+        {"role": "user", "content": "news?"}, *ANSWERED_ITEMS,
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hi", "annotations": [],
+                                                              "logprobs": [{"token": "Hi", "bytes": [72, 105], "logprob": -0.01,
+                                                                            "top_logprobs": [{"token": "Hi", "bytes": [72, 105], "logprob": -0.01}]}]}]},
+        {"role": "user", "content": "more"}],
+}
+# Codex sends its assistant messages back with their phase (codex-rs ResponseItem::Message), its output text bare.
+CODEX_PHASE_BODY = {**CODEX_BODY, "input": [
+    *CODEX_BODY["input"],
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Listing."}], "phase": "commentary"},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}], "phase": "final_answer"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]}
+RESPONSES_BODIES += [SDK_RESPONSES_LOOP_BODY, CODEX_PHASE_BODY]
+
 # Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
 REPLACEMENTS: list[Any] = [
     None, True, False, 0, -1, 1, 2.5, 3, 2**63, 2**64, 10**30, "", "x", "@INF", "@BADUTF8", "@SURROGATE", "@DEEP",
@@ -329,8 +358,10 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
-    (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
-], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "ai-sdk-responses", "opencode", "openai-sdk-loop"])
+    (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
+    (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
+], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
+        "codex-phase", "opencode", "openai-sdk-loop"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

@@ -37,9 +37,22 @@ class Annotation(View):
     end_index: Union[Int, UnsetType] = UNSET
 
 
+class TopLogprob(View):
+    token: Union[str, UnsetType] = UNSET
+    bytes: Union[list[Int], UnsetType] = UNSET
+    logprob: Union[float, UnsetType] = UNSET
+
+
+class Logprob(TopLogprob):
+    top_logprobs: Union[list[TopLogprob], UnsetType] = UNSET
+
+
 class OutputText(Part, tag="output_text"):
+    """As the service answers it: the OpenAI SDK's agent loops send answers' items back as they are."""
+
     text: str
     annotations: Union[list[Annotation], UnsetType] = UNSET
+    logprobs: Union[list[Logprob], None, UnsetType] = UNSET
 
 
 class Refusal(Part, tag="refusal"):
@@ -66,9 +79,13 @@ class Item(View, tag_field="type", kw_only=True):
     status: Union[str, UnsetType] = UNSET
 
 
+Phase = Union[Literal["commentary", "final_answer"], None, UnsetType]  # of an assistant's message: Codex sends it back
+
+
 class Message(Item, tag="message"):
     role: Literal["user", "assistant", "system", "developer"]
     content: Parts
+    phase: Phase = UNSET
 
 
 class FunctionCall(Item, tag="function_call"):
@@ -110,6 +127,7 @@ class AnyItem(View):
     status: Union[str, UnsetType] = UNSET
     role: Union[Literal["user", "assistant", "system", "developer"], UnsetType] = UNSET
     content: Union[Parts, None] = None
+    phase: Phase = UNSET
     call_id: Union[str, UnsetType] = UNSET
     name: Union[str, UnsetType] = UNSET
     namespace: Union[str, UnsetType] = UNSET
