@@ -175,6 +175,43 @@ SDK_LOOP_BODY = {
 }
 CHAT_BODIES += [OPENCODE_BODY, SDK_LOOP_BODY]
 MESSAGES_BODIES += [CLAUDE_CODE_BODY, VENDOR_TOOLS_BODY]
+
+
+def _answered_tool_use() -> dict:
+    """The tool_use block of a real messages stream, its input put together from the deltas as the SDK
+    does (tests/captures/README.md): the service writes `caller` in it."""
+    events = [orjson.loads(line[6:]) for line in (CAPTURES / "anthropic_messages_stream_tool_use.sse").read_bytes().splitlines()
+              if line.startswith(b"data: ")]
+    block = next(e["content_block"] for e in events if e["type"] == "content_block_start"
+                 and e["content_block"]["type"] == "tool_use")
+    partial = "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta"
+                      and e["delta"]["type"] == "input_json_delta")
+    return {**block, "input": orjson.loads(partial)}
+
+
+# The Anthropic SDK's agent loop (anthropic 2.14): each answer's blocks sent back as the assistant turn,
+# with a server tool's call and result (web search) and text citing it.
+SDK_MESSAGES_LOOP_BODY = {
+    "model": "claude-x", "max_tokens": 1024, "tools": [{"name": "get_weather", "input_schema": SCHEMA},
+                                                        {"type": "web_search_20250305", "name": "web_search"}],
+    "messages": [
+        {"role": "user", "content": "weather in SF, and news?"},
+        {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "SF news"},
+             "caller": {"type": "direct"}},
+            {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": [
+                {"type": "web_search_result", "url": "https://x/", "title": "News", "encrypted_content": "abc",
+                 "page_age": "1 day"}]},
+            {"type": "text", "text": "Fog.", "citations": [
+                {"type": "web_search_result_location", "url": "https://x/", "title": "News",
+                 "encrypted_index": "Eo8B", "cited_text": "Fog in SF"},
+                {"type": "char_location", "cited_text": "f", "document_index": 0, "document_title": None,
+                 "start_char_index": 0, "end_char_index": 1, "file_id": None}]},
+            _answered_tool_use()]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _answered_tool_use()["id"], "content": "sunny"}]},
+    ],
+}
+MESSAGES_BODIES.append(SDK_MESSAGES_LOOP_BODY)
 RESPONSES_BODIES.append(CODEX_BODY)
 # Codex on a gpt-5 slug (codex_exec 0.169.0): its freeform apply_patch, and calls of it and of a namespace's tool.
 CODEX_FREEFORM_BODY = {
@@ -357,10 +394,10 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
-    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
+    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
     (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
-], ids=["claude-code", "vendor-tools", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
+], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
         "codex-phase", "opencode", "openai-sdk-loop"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)

@@ -25,9 +25,39 @@ class Block(View, tag_field="type"):
     """A content block; its `type` picks the class (a union of them requires it)."""
 
 
+class Citation(View):
+    """The vendor's five kinds of citation (anthropic 2.14, citation_*.py), flattened: all scalars."""
+
+    type: str
+    cited_text: Union[str, UnsetType] = UNSET
+    document_index: Union[Int, UnsetType] = UNSET
+    document_title: Union[str, None, UnsetType] = UNSET
+    file_id: Union[str, None, UnsetType] = UNSET
+    start_char_index: Union[Int, UnsetType] = UNSET
+    end_char_index: Union[Int, UnsetType] = UNSET
+    start_page_number: Union[Int, UnsetType] = UNSET
+    end_page_number: Union[Int, UnsetType] = UNSET
+    start_block_index: Union[Int, UnsetType] = UNSET
+    end_block_index: Union[Int, UnsetType] = UNSET
+    search_result_index: Union[Int, UnsetType] = UNSET
+    source: Union[str, UnsetType] = UNSET
+    url: Union[str, UnsetType] = UNSET
+    title: Union[str, None, UnsetType] = UNSET
+    encrypted_index: Union[str, UnsetType] = UNSET
+
+
 class TextBlock(Block, tag="text"):
     text: str
     cache_control: Union[CacheControl, UnsetType] = UNSET
+    citations: Union[list[Citation], None, UnsetType] = UNSET
+
+
+class Caller(View):
+    """Who called a tool (anthropic 2.14, tool_use_caller.py): the service writes it in every tool_use
+    block it answers (tests/captures/anthropic_messages_stream_tool_use.sse), so the SDK's loops send it back."""
+
+    type: str
+    tool_id: Union[str, UnsetType] = UNSET
 
 
 class Base64Source(View, tag_field="type", tag="base64"):
@@ -56,6 +86,24 @@ class ToolUseBlock(Block, tag="tool_use"):
     name: str
     input: Raw
     cache_control: Union[CacheControl, UnsetType] = UNSET
+    caller: Union[Caller, None, UnsetType] = UNSET
+    toolset_name: Union[str, None, UnsetType] = UNSET
+
+
+# A server tool's call and its result (web search): validate leaves their fields to the vendor.
+class ServerToolUseBlock(Block, tag="server_tool_use"):
+    id: str
+    name: str
+    input: Raw
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+    caller: Union[Caller, None, UnsetType] = UNSET
+
+
+class WebSearchToolResultBlock(Block, tag="web_search_tool_result"):
+    tool_use_id: str
+    content: Raw
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+    caller: Union[Caller, None, UnsetType] = UNSET
 
 
 class ToolResultBlock(Block, tag="tool_result"):
@@ -75,7 +123,7 @@ class RedactedThinkingBlock(Block, tag="redacted_thinking"):
 
 
 AnyBlock = Union[TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock,
-                 RedactedThinkingBlock]
+                 RedactedThinkingBlock, ServerToolUseBlock, WebSearchToolResultBlock]
 
 
 class Message(View):
@@ -146,6 +194,10 @@ def _blocks_sound(blocks: list, role: str, pieces: list[Raw]) -> bool:
             if not is_object(block.source):
                 return False
             pieces.append(block.source)
+        elif kind is ServerToolUseBlock:
+            pieces.append(block.input)
+        elif kind is WebSearchToolResultBlock:
+            pieces.append(block.content)
     return True
 
 
