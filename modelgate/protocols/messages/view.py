@@ -90,13 +90,10 @@ class ToolUseBlock(Block, tag="tool_use"):
     toolset_name: Union[str, None, UnsetType] = UNSET
 
 
-# A server tool's call and its result (web search): validate leaves their fields to the vendor.
-class ServerToolUseBlock(Block, tag="server_tool_use"):
-    id: str
-    name: str
-    input: Raw
-    cache_control: Union[CacheControl, UnsetType] = UNSET
-    caller: Union[Caller, None, UnsetType] = UNSET
+# A server tool's call, with a tool call's fields, and its result (web search): validate leaves their
+# fields to the vendor.
+class ServerToolUseBlock(ToolUseBlock, tag="server_tool_use"):
+    pass
 
 
 class WebSearchToolResultBlock(Block, tag="web_search_tool_result"):
