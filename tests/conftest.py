@@ -77,6 +77,35 @@ async def gateway(tmp_path):
 
 
 @pytest.fixture
+def typed_view_misses(monkeypatch):
+    """The requests, as (protocol, top-level keys), that a codec's typed view left to its own path and that
+    path then accepted. The real clients' requests should all take the view: one that does not costs the
+    client's every call two to three times the reading (protocols/typed_view.py), with nothing failing to
+    tell. A request the codec refuses is no miss (Claude Code's first turn draws a 400 by design)."""
+    from modelgate.errors import GatewayError
+    from modelgate.gateway.inference import parse_json
+    from modelgate.protocols.chat import ChatCodec
+    from modelgate.protocols.messages import MessagesCodec
+    from modelgate.protocols.responses import ResponsesCodec
+
+    misses: list[tuple[str, list[str]]] = []
+    for codec in (ChatCodec, MessagesCodec, ResponsesCodec):
+        def read_typed(self, raw, headers, _original=codec.read_typed):
+            read = _original(self, raw, headers)
+            if read is None:
+                try:
+                    body = parse_json(raw)
+                    self.validate(body, headers)
+                except GatewayError:
+                    return read
+                misses.append((self.protocol.value, sorted(body)))
+            return read
+
+        monkeypatch.setattr(codec, "read_typed", read_typed)
+    return misses
+
+
+@pytest.fixture
 async def pg_url():
     """The URL of a fresh, migrated PostgreSQL database, dropped afterwards."""
     from modelgate.storage.db import Database

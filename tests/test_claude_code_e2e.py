@@ -182,7 +182,7 @@ def dirs(tmp_path):
     shutil.rmtree(home, ignore_errors=True)
 
 
-async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
+async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs, typed_view_misses):
     workdir, home = dirs
     upstream = await ScriptedAnthropic(workdir).start()
     try:
@@ -196,6 +196,7 @@ async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs):
         for call in agent_calls:
             assert "claude-code-20250219" in call.headers["anthropic-beta"]
             assert call.json()["model"] == DEFAULT_MODEL and wired.key not in call.body.decode()
+        assert typed_view_misses == []  # every request Claude Code sent took the typed view
     finally:
         await upstream.close()
 

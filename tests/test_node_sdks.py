@@ -40,9 +40,10 @@ async def run_client(gateway, client: str, route: str, openai_upstream, anthropi
 
 @pytest.mark.parametrize("route", ["anthropic", "chat"])
 async def test_anthropic_node_sdk_tool_runner_streamed_or_not_counts_and_lists(
-        gateway, openai_upstream, anthropic_upstream, tmp_path, route):
+        gateway, openai_upstream, anthropic_upstream, tmp_path, route, typed_view_misses):
     seen, model, upstream = await run_client(gateway, "anthropic-sdk", route, openai_upstream, anthropic_upstream,
                                              tmp_path)
+    assert typed_view_misses == []  # the SDK's requests, its tool runner's second turns too, took the typed view
     for mode in ("runner", "streamed"):
         assert seen[mode]["turns"] == 2 and seen[mode]["stop"] == "end_turn", seen
         assert seen[mode]["text"] == ANSWER
@@ -58,8 +59,9 @@ async def test_anthropic_node_sdk_tool_runner_streamed_or_not_counts_and_lists(
 
 @pytest.mark.parametrize("route", ["chat", "anthropic"])
 async def test_openai_node_sdk_run_tools_streamed_or_not_and_lists(gateway, openai_upstream, anthropic_upstream,
-                                                                  tmp_path, route):
+                                                                  tmp_path, route, typed_view_misses):
     seen, model, _ = await run_client(gateway, "openai-sdk", route, openai_upstream, anthropic_upstream, tmp_path)
+    assert typed_view_misses == []  # the SDK's requests, its tool runner's second turns too, took the typed view
     assert seen["runner"] == {"text": ANSWER, "calls": 2}
     assert seen["streamed"]["text"] == ANSWER and seen["streamed"]["deltas"] >= 1
     assert seen["streamed"]["usage"]["completion_tokens"] > 0
@@ -69,8 +71,9 @@ async def test_openai_node_sdk_run_tools_streamed_or_not_and_lists(gateway, open
 @pytest.mark.parametrize("client", ["ai-sdk-anthropic", "ai-sdk-openai-chat"])
 @pytest.mark.parametrize("route", ["chat", "anthropic"])
 async def test_ai_sdk_anthropic_and_openai_chat_providers_with_a_tool(gateway, openai_upstream, anthropic_upstream,
-                                                                      tmp_path, route, client):
+                                                                      tmp_path, route, client, typed_view_misses):
     seen, _, upstream = await run_client(gateway, client, route, openai_upstream, anthropic_upstream, tmp_path)
+    assert typed_view_misses == []  # the SDK's requests took the typed view
     for mode in ("generate", "stream"):
         assert seen[mode]["text"] == ANSWER, seen
         assert seen[mode]["steps"] == 2 and seen[mode]["finish"] == "stop"

@@ -96,8 +96,9 @@ async def start_upstream(route: str, workdir: Path, scripted: dict[str, type] = 
 
 
 @pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
-async def test_opencode_runs_a_task_through_the_gateway(gateway, tmp_path, route):
+async def test_opencode_runs_a_task_through_the_gateway(gateway, tmp_path, route, typed_view_misses):
     await task_on(gateway, tmp_path, route, orjson.loads(readme_config(f"{gateway.url}/v1", "team-coder")))
+    assert typed_view_misses == []  # opencode's requests took the typed view (a conversion's first one reads it)
 
 
 # opencode's Anthropic provider (`@ai-sdk/anthropic`) pointed at `{gateway}/alt/v1` speaks the messages protocol:

@@ -86,8 +86,9 @@ async def task_on(gateway, tmp_path: Path, route: str, api: str, claude: str | N
 
 @pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
 @pytest.mark.parametrize("api", list(APIS))
-async def test_pi_runs_a_task_through_the_gateway(gateway, tmp_path, api, route):
+async def test_pi_runs_a_task_through_the_gateway(gateway, tmp_path, api, route, typed_view_misses):
     await task_on(gateway, tmp_path, route, api)
+    assert typed_view_misses == []  # pi's requests took the typed view (a conversion's first one reads it)
 
 
 # pi's manual thinking reaches each generation of Claude behind the gateway id in the form it takes: Opus 4.8

@@ -195,7 +195,8 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
 
 
 @pytest.mark.parametrize("upstream_model", ["gpt-4o-mini", "gpt-5", "gpt-5.1"])
-async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model):
+async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model,
+                                                                     typed_view_misses):
     # The README's own model id on an `openai` channel (passed through), served by the model itself or by an
     # OpenAI model of another generation behind it, which refuses what the first takes (tests/fakes/openai_upstream:
     # an effort or encrypted reasoning where the model does not reason, an effort level of another generation).
@@ -219,6 +220,7 @@ async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, 
         items = [e["item"] for e in events if e["type"] == "item.completed"]
         assert items[-1]["type"] == "agent_message" and items[-1]["text"] == "Echo: say hi", events
         assert responses_refusal(fake.last.json()) is None and len(fake.requests) == 1
+        assert typed_view_misses == []  # Codex's request took the typed view
     finally:
         await fake.close()
 

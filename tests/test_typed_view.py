@@ -78,7 +78,8 @@ MESSAGES_BODIES = [
      ]},
     {"model": "claude-x", "max_tokens": 5, "messages": [
         {"role": "user", "content": "a"},
-        {"role": "system", "content": [{"type": "text", "text": "mid-conversation"}]},
+        # Claude Code 2.1.330 sends its effort on such an entry too (tests/test_claude_code_e2e.py's run).
+        {"role": "system", "content": [{"type": "text", "text": "mid-conversation"}], "output_config": {"effort": "medium"}},
         {"role": "user", "content": "b"}]},
 ]
 
@@ -173,7 +174,17 @@ SDK_LOOP_BODY = {
                       "url": "https://example.com", "title": "t", "start_index": 0, "end_index": 5}}]},
                  {"role": "user", "content": "thanks"}],
 }
-CHAT_BODIES += [OPENCODE_BODY, SDK_LOOP_BODY]
+# The OpenAI Node SDK's tool runner (openai 6.30, runTools) sends its answer's message back with its parsing
+# helper's fields (tests/test_node_sdks.py's run).
+NODE_RUNNER_BODY = {
+    "model": "gpt-x", "tool_choice": "auto", "tools": CHAT_BODIES[1]["tools"],
+    "messages": [{"role": "user", "content": "weather?"},
+                 {"role": "assistant", "content": "Let me check.", "refusal": None, "reasoning_content": "A tool.",
+                  "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                      "name": "read", "arguments": "{}", "parsed_arguments": None}}], "parsed": None},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}],
+}
+CHAT_BODIES += [OPENCODE_BODY, SDK_LOOP_BODY, NODE_RUNNER_BODY]
 MESSAGES_BODIES += [CLAUDE_CODE_BODY, VENDOR_TOOLS_BODY]
 
 
@@ -396,9 +407,9 @@ def test_the_usual_requests_take_the_typed_view() -> None:
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
-    (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}),
+    (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}), (CHAT, NODE_RUNNER_BODY, {}),
 ], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
-        "codex-phase", "opencode", "openai-sdk-loop"])
+        "codex-phase", "opencode", "openai-sdk-loop", "openai-node-runner"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

@@ -28,6 +28,9 @@ class TextPart(View):
 class Function(View):
     name: str
     arguments: Union[str, UnsetType] = UNSET
+    # The OpenAI Node SDK's tool runner (runTools) sends its parsing helper's fields back: null unless it
+    # parsed something (a parsed value is left to validate).
+    parsed_arguments: Union[None, UnsetType] = UNSET
 
 
 class ToolCall(View):
@@ -69,6 +72,7 @@ class Message(View):
     annotations: Union[list[Annotation], None] = None
     audio: Union[Audio, None] = None
     function_call: Union[Function, None] = None
+    parsed: Union[None, UnsetType] = UNSET  # the tool runner's, as `parsed_arguments`
 
 
 class ToolFunction(View):

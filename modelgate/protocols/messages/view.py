@@ -126,6 +126,8 @@ AnyBlock = Union[TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultB
 class Message(View):
     role: Literal["user", "assistant", "system"]
     content: Union[str, list[AnyBlock]]
+    # Claude Code 2.1.330 sends its effort on a system entry inside `messages` too; validate leaves it be.
+    output_config: Union[Raw, UnsetType] = UNSET
 
 
 class ToolChoice(View):
@@ -208,6 +210,8 @@ def read(raw: bytes, mid_conversation_system: bool) -> tuple[ClientBody, str, bo
     last = len(request.messages) - 1
     for i, message in enumerate(request.messages):
         content = message.content
+        if message.output_config is not UNSET:
+            pieces.append(message.output_config)
         if message.role == "system":
             if not mid_conversation_system or not content or (
                     isinstance(content, list) and any(type(block) is not TextBlock for block in content)):
