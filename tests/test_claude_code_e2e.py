@@ -204,7 +204,7 @@ async def test_claude_code_default_model_on_an_anthropic_channel(gateway, dirs, 
 # Behind a gateway id Claude Code cannot tell the model, and asks for adaptive thinking and an effort, which
 # Claude before 4.6 refuses (the fake says so in the vendor's words). It recovers by itself after two refused
 # round trips per conversation; the gateway sends the form the model takes at once.
-async def test_claude_code_behind_an_alias_of_an_older_claude(gateway, dirs):
+async def test_claude_code_behind_an_alias_of_an_older_claude(gateway, dirs, typed_view_misses):
     workdir, home = dirs
     upstream = await ScriptedAnthropic(workdir, "claude-sonnet-4-5").start()
     try:
@@ -215,6 +215,7 @@ async def test_claude_code_behind_an_alias_of_an_older_claude(gateway, dirs):
         sent = [r.json() for r in upstream.requests if r.path == "/v1/messages"]
         assert sent and {(body.get("thinking") or {}).get("type") for body in sent} <= {"enabled", None}
         assert not any("effort" in (body.get("output_config") or {}) for body in sent)  # Sonnet 4.5 has none
+        assert typed_view_misses == []
     finally:
         await upstream.close()
 
@@ -222,7 +223,7 @@ async def test_claude_code_behind_an_alias_of_an_older_claude(gateway, dirs):
 # With reasoning: the `reasoning_content` of DeepSeek, Qwen, vLLM and SGLang reaches the CLI as thinking, which
 # it sends back on every later turn.
 @pytest.mark.parametrize("reasoning", [None, "The user wants two files written, then a count."])
-async def test_claude_code_on_a_chat_completions_channel(gateway, dirs, reasoning):
+async def test_claude_code_on_a_chat_completions_channel(gateway, dirs, reasoning, typed_view_misses):
     workdir, home = dirs
     upstream = await ScriptedOpenAI(workdir).start()
     upstream.reasoning = reasoning
@@ -236,6 +237,7 @@ async def test_claude_code_on_a_chat_completions_channel(gateway, dirs, reasonin
         last = tools[-1]["messages"]
         assert [m["role"] for m in last if m["role"] == "tool"] == ["tool", "tool", "tool"]
         assert any(m.get("tool_calls") for m in last if m["role"] == "assistant")
+        assert typed_view_misses == []  # a conversion's first request reads the view
     finally:
         await upstream.close()
 

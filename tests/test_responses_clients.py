@@ -168,7 +168,7 @@ async def wire(gateway, route: str, openai_upstream, anthropic_upstream, tool: s
 
 @pytest.mark.parametrize("route", ["chat", "anthropic", "gemini", "bedrock"])
 async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream, anthropic_upstream, gemini_upstream,
-                                                       bedrock_upstream, tmp_path, route):
+                                                       bedrock_upstream, tmp_path, route, typed_view_misses):
     need(CODEX, "The Codex CLI (@openai/codex)")
     wired, model, upstream = await wire(gateway, route, openai_upstream, anthropic_upstream,
                                         "exec_command", {"cmd": COMMAND}, "Done", gemini_upstream, bedrock_upstream)
@@ -192,6 +192,7 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
     assert len(upstream.requests) == 2  # the tool call, then the answer
     rows = await call_rows(gateway, 2)
     assert {(r.protocol, r.stream, r.status) for r in rows} == {("responses", True, 200)}
+    assert typed_view_misses == []  # a conversion's first request reads the view
 
 
 @pytest.mark.parametrize("upstream_model", ["gpt-4o-mini", "gpt-5", "gpt-5.1"])
