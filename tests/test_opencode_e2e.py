@@ -104,7 +104,7 @@ async def test_opencode_runs_a_task_through_the_gateway(gateway, tmp_path, route
 # opencode's Anthropic provider (`@ai-sdk/anthropic`) pointed at `{gateway}/alt/v1` speaks the messages protocol:
 # passed through to an `anthropic` channel, converted to a chat one.
 @pytest.mark.parametrize("route", ["anthropic", "chat"])
-async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route):
+async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route, typed_view_misses):
     provider = {"npm": "@ai-sdk/anthropic", "name": "modelgate",
                 "options": {"baseURL": f"{gateway.url}/alt/v1", "apiKey": "{env:MODELGATE_API_KEY}"},
                 "models": {"team-coder": {"name": "team-coder", "tool_call": True}}}
@@ -112,6 +112,7 @@ async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route)
                                                         "model": "modelgate/team-coder"})
     expected = {"anthropic": "/v1/messages", "chat": "/v1/chat/completions"}[route]
     assert any(r.path == expected for r in upstream.requests)
+    assert typed_view_misses == []
 
 
 # On OpenAI's own API (an `openai` channel), opencode's `max_tokens: 32000` is more than gpt-4o-mini takes (the
@@ -119,7 +120,7 @@ async def test_opencode_through_its_anthropic_provider(gateway, tmp_path, route)
 # the service's words. The gateway sends what the model behind the id takes, under its own id or an alias.
 @pytest.mark.parametrize(("model_id", "upstream_model"), [("gpt-4o-mini", "gpt-4o-mini"), ("team-coder", "gpt-5"),
                                                           ("team-coder", "o3")])
-async def test_opencode_on_openai_s_own_models(gateway, tmp_path, model_id, upstream_model):
+async def test_opencode_on_openai_s_own_models(gateway, tmp_path, model_id, upstream_model, typed_view_misses):
     workdir, home = tmp_path / "work", tmp_path / "home"
     workdir.mkdir()
     home.mkdir()
@@ -132,6 +133,7 @@ async def test_opencode_on_openai_s_own_models(gateway, tmp_path, model_id, upst
         assert sent and all(body["model"] == upstream_model for body in sent)
         limits = {body.get("max_tokens") or body.get("max_completion_tokens") for body in sent}
         assert limits == ({16384} if upstream_model == "gpt-4o-mini" else {32000})
+        assert typed_view_misses == []
     finally:
         await upstream.close()
         shutil.rmtree(home, ignore_errors=True)

@@ -94,9 +94,10 @@ async def test_pi_runs_a_task_through_the_gateway(gateway, tmp_path, api, route,
 # pi's manual thinking reaches each generation of Claude behind the gateway id in the form it takes: Opus 4.8
 # and 5.5 refuse `enabled` (the fake says so in the vendor's words), Sonnet 4.5 takes it.
 @pytest.mark.parametrize("claude", ["claude-opus-5-5", "claude-opus-4-8", "claude-sonnet-4-5"])
-async def test_pi_s_thinking_reaches_every_claude_generation(gateway, tmp_path, claude):
+async def test_pi_s_thinking_reaches_every_claude_generation(gateway, tmp_path, claude, typed_view_misses):
     upstream = await task_on(gateway, tmp_path, "anthropic", "anthropic-messages", claude)
     sent = [r.json() for r in upstream.requests if r.path == "/v1/messages"]
     assert sent and all(body["model"] == claude for body in sent)
     kinds = {body["thinking"]["type"] for body in sent}
     assert kinds == ({"enabled"} if claude == "claude-sonnet-4-5" else {"adaptive"})
+    assert typed_view_misses == []
