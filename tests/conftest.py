@@ -83,7 +83,7 @@ def typed_view_misses(monkeypatch):
     client's every call two to three times the reading (protocols/typed_view.py), with nothing failing to
     tell. A request the codec refuses is no miss (Claude Code's first turn draws a 400 by design)."""
     from modelgate.errors import GatewayError
-    from modelgate.gateway.inference import parse_json
+    from modelgate.gateway.inference import read_request
     from modelgate.protocols.chat import ChatCodec
     from modelgate.protocols.messages import MessagesCodec
     from modelgate.protocols.responses import ResponsesCodec
@@ -94,8 +94,7 @@ def typed_view_misses(monkeypatch):
             read = _original(self, raw, headers)
             if read is None:
                 try:
-                    body = parse_json(raw)
-                    self.validate(body, headers)
+                    body, _, _ = read_request(self, raw, headers, typed=False)  # the codec's own path
                 except GatewayError:
                     return read
                 misses.append((self.protocol.value, sorted(body)))
