@@ -6,6 +6,7 @@ from typing import Any
 
 from modelgate.errors import invalid_request
 from modelgate.protocols.base import is_int, is_number, requested_model
+from modelgate.protocols.paths import Path, indexed
 
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 
@@ -78,49 +79,49 @@ def _check_number(body: dict[str, Any], name: str, low: float, high: float) -> N
 
 
 def _validate_message(index: int, message: Any) -> None:
-    where = f"messages[{index}]"
+    where = ("messages", index)
     if not isinstance(message, dict):
-        raise invalid_request(f"'{where}' must be an object")
+        raise invalid_request(f"'{indexed(where)}' must be an object")
     role = message.get("role")
     if not isinstance(role, str) or role not in ROLES:
-        raise invalid_request(f"'{where}.role' must be one of system, user, assistant, tool")
+        raise invalid_request(f"'{indexed(where)}.role' must be one of system, user, assistant, tool")
     content = message.get("content")
     if isinstance(content, list):
         _validate_text_parts(where, content)
     if role == "assistant":
         tool_calls = message.get("tool_calls")
         if content is None and not tool_calls:
-            raise invalid_request(f"'{where}.content' is required unless 'tool_calls' is given")
+            raise invalid_request(f"'{indexed(where)}.content' is required unless 'tool_calls' is given")
         if tool_calls is not None:
             _validate_tool_calls(where, tool_calls)
     elif not isinstance(content, (str, list)):
-        raise invalid_request(f"'{where}.content' must be a string or an array of text parts")
+        raise invalid_request(f"'{indexed(where)}.content' must be a string or an array of text parts")
     if content is not None and not isinstance(content, (str, list)):
-        raise invalid_request(f"'{where}.content' must be a string or an array of text parts")
+        raise invalid_request(f"'{indexed(where)}.content' must be a string or an array of text parts")
     if role == "tool" and not isinstance(message.get("tool_call_id"), str):
-        raise invalid_request(f"'{where}.tool_call_id' is required for role 'tool'")
+        raise invalid_request(f"'{indexed(where)}.tool_call_id' is required for role 'tool'")
     name = message.get("name")
     if name is not None and not isinstance(name, str):
-        raise invalid_request(f"'{where}.name' must be a string")
+        raise invalid_request(f"'{indexed(where)}.name' must be a string")
 
 
-def _validate_text_parts(where: str, parts: list[Any]) -> None:
+def _validate_text_parts(where: Path, parts: list[Any]) -> None:
     # Spec 8: no multimodal input on this protocol; arrays of text parts (opencode, the SDKs'
     # typed helpers) carry nothing a string could not.
     for i, part in enumerate(parts):
         if not isinstance(part, dict) or part.get("type") != "text":
             raise invalid_request(
-                f"'{where}.content[{i}]' must be a text part: content arrays may hold only "
+                f"'{indexed(where)}.content[{i}]' must be a text part: content arrays may hold only "
                 "{type: 'text', text} parts on the chat-completions protocol (no images, spec 8); "
                 "use the messages protocol for images"
             )
         if not isinstance(part.get("text"), str):
-            raise invalid_request(f"'{where}.content[{i}].text' must be a string")
+            raise invalid_request(f"'{indexed(where)}.content[{i}].text' must be a string")
 
 
-def _validate_tool_calls(where: str, tool_calls: Any) -> None:
+def _validate_tool_calls(where: Path, tool_calls: Any) -> None:
     if not isinstance(tool_calls, list):
-        raise invalid_request(f"'{where}.tool_calls' must be an array")
+        raise invalid_request(f"'{indexed(where)}.tool_calls' must be an array")
     for i, call in enumerate(tool_calls):
         function = call.get("function") if isinstance(call, dict) else None
         if (
@@ -130,7 +131,7 @@ def _validate_tool_calls(where: str, tool_calls: Any) -> None:
             or not isinstance(function.get("arguments", ""), str)
         ):
             raise invalid_request(
-                f"'{where}.tool_calls[{i}]' must be {{id, type: 'function', function: {{name, arguments}}}}"
+                f"'{indexed(where)}.tool_calls[{i}]' must be {{id, type: 'function', function: {{name, arguments}}}}"
             )
 
 

@@ -24,6 +24,7 @@ from modelgate.protocols.ir import (
 )
 from modelgate.protocols.messages.validate import is_custom_tool
 from modelgate.protocols.messages.wire import cache_mark, thread_refusal
+from modelgate.protocols.paths import Path, dotted
 
 
 # Vendor-defined client tools: the client runs them, the vendor only knows their input schema.
@@ -61,7 +62,7 @@ _CLIENT_TOOLS = (
 )
 
 
-def _ir_tool(tool: dict[str, Any], where: str) -> Tool | None:
+def _ir_tool(tool: dict[str, Any], where: Path) -> Tool | None:
     """The IR form of a tool definition; None for a vendor server tool (only the vendor runs it)."""
     if is_custom_tool(tool):
         return Tool(tool["name"], tool.get("description"), tool["input_schema"], cache_mark(tool))
@@ -70,7 +71,7 @@ def _ir_tool(tool: dict[str, Any], where: str) -> Tool | None:
         if pattern.fullmatch(kind):
             return Tool(tool["name"], description, schema, cache_mark(tool))
     if kind.startswith("computer_"):
-        raise errors.invalid_request(f"{where}: the vendor's computer-use tool ({kind}) needs a model served over the messages "
+        raise errors.invalid_request(f"{dotted(where)}: the vendor's computer-use tool ({kind}) needs a model served over the messages "
                    "protocol; declare it as a custom tool with an input_schema for other models")
     return None
 
@@ -260,7 +261,7 @@ def to_ir(body: dict[str, Any]) -> ChatRequest:
     messages: list[Message] = []
     for i, msg in enumerate(body["messages"]):
         messages.extend(_decode_message(i, msg))
-    tools = [tool for i, t in enumerate(body.get("tools") or []) if (tool := _ir_tool(t, f"tools.{i}")) is not None]
+    tools = [tool for i, t in enumerate(body.get("tools") or []) if (tool := _ir_tool(t, ("tools", i))) is not None]
     if (mark := cache_mark(body)) is not None:
         _mark_last_block(mark, messages, system_list, system_cache, tools)
     metadata = body.get("metadata") or {}

@@ -7,6 +7,7 @@ from typing import Any
 
 from modelgate import errors
 from modelgate.protocols.base import Headers, is_int, is_number
+from modelgate.protocols.paths import Path, dotted
 from modelgate.protocols.messages.wire import (
     ALT_VERSION,
     MID_CONVERSATION_SYSTEM_BETA,
@@ -24,28 +25,29 @@ def _bad(message: str) -> errors.GatewayError:
 
 
 
-def _check_str(obj: dict[str, Any], key: str, where: str) -> None:
+def _check_str(obj: dict[str, Any], key: str, where: Path) -> None:
     if not isinstance(obj.get(key), str):
-        raise _bad(f"{where}.{key}: Field required (a string)" if key not in obj else f"{where}.{key}: must be a string")
+        at = dotted((where, key))
+        raise _bad(f"{at}: Field required (a string)" if key not in obj else f"{at}: must be a string")
 
 
-def _check_image(block: dict[str, Any], where: str) -> None:
+def _check_image(block: dict[str, Any], where: Path) -> None:
     source = block.get("source")
     if not isinstance(source, dict):
-        raise _bad(f"{where}.source: must be an object")
+        raise _bad(f"{dotted(where)}.source: must be an object")
     kind = source.get("type")
     if kind == "base64":
-        _check_str(source, "media_type", f"{where}.source")
-        _check_str(source, "data", f"{where}.source")
+        _check_str(source, "media_type", (where, "source"))
+        _check_str(source, "data", (where, "source"))
     elif kind == "url":
-        _check_str(source, "url", f"{where}.source")
+        _check_str(source, "url", (where, "source"))
     else:
-        raise _bad(f"{where}.source.type: must be 'base64' or 'url'")
+        raise _bad(f"{dotted(where)}.source.type: must be 'base64' or 'url'")
 
 
-def _check_block(block: Any, where: str, role: str) -> None:
+def _check_block(block: Any, where: Path, role: str) -> None:
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-        raise _bad(f"{where}: must be a content block object with a string 'type'")
+        raise _bad(f"{dotted(where)}: must be a content block object with a string 'type'")
     kind = block["type"]
     if kind == "text":
         _check_str(block, "text", where)
@@ -53,30 +55,30 @@ def _check_block(block: Any, where: str, role: str) -> None:
         _check_image(block, where)
     elif kind == "document":
         if not isinstance(block.get("source"), dict):
-            raise _bad(f"{where}.source: must be an object")
+            raise _bad(f"{dotted(where)}.source: must be an object")
     elif kind == "tool_use":
         if role != "assistant":
-            raise _bad(f"{where}: tool_use blocks are only allowed in assistant messages")
+            raise _bad(f"{dotted(where)}: tool_use blocks are only allowed in assistant messages")
         _check_str(block, "id", where)
         _check_str(block, "name", where)
         if not isinstance(block.get("input"), dict):
-            raise _bad(f"{where}.input: must be an object")
+            raise _bad(f"{dotted(where)}.input: must be an object")
     elif kind == "tool_result":
         if role != "user":
-            raise _bad(f"{where}: tool_result blocks are only allowed in user messages")
+            raise _bad(f"{dotted(where)}: tool_result blocks are only allowed in user messages")
         _check_str(block, "tool_use_id", where)
         content = block.get("content")
         if isinstance(content, list):
             for j, inner in enumerate(content):
-                _check_block(inner, f"{where}.content.{j}", role)
+                _check_block(inner, ((where, "content"), j), role)
         elif content is not None and not isinstance(content, str):
-            raise _bad(f"{where}.content: must be a string or an array of content blocks")
+            raise _bad(f"{dotted(where)}.content: must be a string or an array of content blocks")
         if "is_error" in block and not isinstance(block["is_error"], bool):
-            raise _bad(f"{where}.is_error: must be a boolean")
+            raise _bad(f"{dotted(where)}.is_error: must be a boolean")
     elif kind == "thinking":
         _check_str(block, "thinking", where)
         if block.get("signature") is not None and not isinstance(block["signature"], str):
-            raise _bad(f"{where}.signature: must be a string")
+            raise _bad(f"{dotted(where)}.signature: must be a string")
     elif kind == "redacted_thinking":
         _check_str(block, "data", where)
     # Other block types (server tool results, search results...) are newer vendor
@@ -88,59 +90,61 @@ def _check_messages(messages: Any, system_allowed: bool) -> None:
         raise _bad("messages: Field required (a non-empty array)" if messages is None else "messages: must be a non-empty array")
     last = len(messages) - 1
     for i, msg in enumerate(messages):
-        where = f"messages.{i}"
+        where = ("messages", i)
         if not isinstance(msg, dict):
-            raise _bad(f"{where}: must be an object with 'role' and 'content'")
+            raise _bad(f"{dotted(where)}: must be an object with 'role' and 'content'")
         role = msg.get("role")
         if role == "system":
             if not system_allowed:
                 raise _bad(
-                    f"{where}.role: 'system' entries inside messages need the beta "
+                    f"{dotted(where)}.role: 'system' entries inside messages need the beta "
                     f"'{MID_CONVERSATION_SYSTEM_BETA}' in the 'anthropic-beta' header; without that beta "
                     "use the top-level 'system' field")
-            _check_system(msg.get("content"), f"{where}.content")
+            _check_system(msg.get("content"), (where, "content"))
             if not msg.get("content"):
-                raise _bad(f"{where}.content: must not be empty")
+                raise _bad(f"{dotted(where)}.content: must not be empty")
             continue
         if role not in _ROLES:
-            raise _bad(f"{where}.role: must be 'user' or 'assistant'")
+            raise _bad(f"{dotted(where)}.role: must be 'user' or 'assistant'")
         content = msg.get("content")
         if isinstance(content, str):
             empty = content == ""
         elif isinstance(content, list):
+            blocks = (where, "content")
             for j, block in enumerate(content):
-                _check_block(block, f"{where}.content.{j}", role)
+                _check_block(block, (blocks, j), role)
             empty = not content
         else:
-            raise _bad(f"{where}.content: must be a string or an array of content blocks")
+            raise _bad(f"{dotted(where)}.content: must be a string or an array of content blocks")
         # The vendor's rule: only a final assistant turn (a prefill) may be empty.
         if empty and not (i == last and role == "assistant"):
-            raise _bad(f"{where}: all messages must have non-empty content except for the optional final assistant message")
+            raise _bad(f"{dotted(where)}: all messages must have non-empty content except for the optional final "
+                       "assistant message")
 
 
-def _check_system(system: Any, where: str = "system") -> None:
+def _check_system(system: Any, where: Path = "system") -> None:
     if system is None or isinstance(system, str):
         return
     if not isinstance(system, list):
-        raise _bad(f"{where}: must be a string or an array of text blocks")
+        raise _bad(f"{dotted(where)}: must be a string or an array of text blocks")
     for i, block in enumerate(system):
         if not isinstance(block, dict) or block.get("type") != "text" or not isinstance(block.get("text"), str):
-            raise _bad(f"{where}.{i}: must be a text block {{type: 'text', text: <string>}}")
+            raise _bad(f"{dotted((where, i))}: must be a text block {{type: 'text', text: <string>}}")
 
 
 def check_tools(tools: Any) -> None:
     if not isinstance(tools, list):
         raise _bad("tools: must be an array of tool definitions")
     for i, tool in enumerate(tools):
-        where = f"tools.{i}"
+        where = ("tools", i)
         if not isinstance(tool, dict):
-            raise _bad(f"{where}: must be an object")
+            raise _bad(f"{dotted(where)}: must be an object")
         _check_str(tool, "name", where)
         if is_custom_tool(tool):
             if not isinstance(tool.get("input_schema"), dict):
-                raise _bad(f"{where}.input_schema: Field required (a JSON schema object)")
+                raise _bad(f"{dotted(where)}.input_schema: Field required (a JSON schema object)")
             if tool.get("description") is not None and not isinstance(tool["description"], str):
-                raise _bad(f"{where}.description: must be a string")
+                raise _bad(f"{dotted(where)}.description: must be a string")
 
 
 def is_custom_tool(tool: dict[str, Any]) -> bool:

@@ -28,6 +28,7 @@ from modelgate.protocols.ir import (
     ToolChoiceMode,
     ToolResult,
 )
+from modelgate.protocols.paths import Path, indexed
 from modelgate.protocols.responses.encode import FOREIGN_ENCRYPTED_CONTENT, GATEWAY_SIGNATURE
 from modelgate.protocols.responses.validate import STATEFUL_FIELDS, TEXT_PARTS
 
@@ -37,7 +38,7 @@ def _stateless(message: str) -> GatewayError:
                            "format. Send the whole conversation in 'input' (with store: false, as Codex does).")
 
 
-def _parts(content: str | list[dict[str, Any]], where: str) -> list[TextPart | ImagePart]:
+def _parts(content: str | list[dict[str, Any]], where: Path) -> list[TextPart | ImagePart]:
     if isinstance(content, str):
         return [TextPart(content)]
     parts: list[TextPart | ImagePart] = []
@@ -49,10 +50,10 @@ def _parts(content: str | list[dict[str, Any]], where: str) -> list[TextPart | I
             parts.append(TextPart(part["refusal"]))
         elif kind == "input_image":
             if not isinstance(part.get("image_url"), str):
-                raise _stateless(f"'{where}[{i}]' refers to an uploaded file ('file_id')")
+                raise _stateless(f"'{indexed((where, i))}' refers to an uploaded file ('file_id')")
             parts.append(ImagePart(url=part["image_url"]))
         else:  # input_file
-            raise invalid_request(f"'{where}[{i}]': file inputs need a model served over the Responses API "
+            raise invalid_request(f"'{indexed((where, i))}': file inputs need a model served over the Responses API "
                                   "(an openai or azure-openai channel)")
     return parts
 
@@ -176,16 +177,16 @@ def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] |
         items = [{"type": "message", "role": "user", "content": items}]
     for i, item in enumerate(items):
         kind = item.get("type", "message")
-        where = f"input[{i}]"
+        where = ("input", i)
         if kind == "item_reference":
             kept = recall(item["id"]) if recall is not None and isinstance(item.get("id"), str) else None
             if kept is None:
-                raise _stateless(f"'{where}' is a reference to a stored item this gateway does not hold (it keeps "
+                raise _stateless(f"'{indexed(where)}' is a reference to a stored item this gateway does not hold (it keeps "
                                  "the items of its own converted answers for an hour; shared through Redis when one is configured)")
             item, kind = kept, kept["type"]
         if kind == "message":
             role = item["role"]
-            parts = _parts(item["content"], f"{where}.content")
+            parts = _parts(item["content"], (where, "content"))
             if role in ("system", "developer"):
                 system.extend(p.text for p in parts if isinstance(p, TextPart))
             elif role == "user":
@@ -200,7 +201,7 @@ def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] |
             name = flat_name(item.get("namespace"), item["name"])
             assistant_part(ToolCall(item["call_id"], name, orjson.dumps({"input": item["input"]}).decode()))
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            result = ToolResult(item["call_id"], _parts(item["output"], f"{where}.output"))
+            result = ToolResult(item["call_id"], _parts(item["output"], (where, "output")))
             if messages and messages[-1].role == "tool":
                 messages[-1].parts.append(result)
             else:
@@ -216,7 +217,7 @@ def to_ir(body: dict[str, Any], recall: Callable[[str], dict[str, Any] | None] |
         elif kind == "compaction_trigger":
             # Codex's request for the vendor's compaction: dropped, the answer would lack the compaction
             # item the client waits for.
-            raise invalid_request(f"'{where}' asks for the vendor's compaction of the conversation, which only a "
+            raise invalid_request(f"'{indexed(where)}' asks for the vendor's compaction of the conversation, which only a "
                                   "Responses upstream (openai, azure-openai) makes: on this model, compact on the client")
         # Items of hosted tools (web search, code interpreter, ...) are results only the vendor
         # produces; they have no IR form and are dropped. So is a `compaction` item, the vendor's

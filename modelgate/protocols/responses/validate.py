@@ -6,6 +6,7 @@ from typing import Any
 
 from modelgate.errors import invalid_request
 from modelgate.protocols.base import is_int, is_number, requested_model
+from modelgate.protocols.paths import Path, indexed
 
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text")
@@ -24,47 +25,47 @@ def _check_range(body: dict[str, Any], name: str, low: float, high: float) -> No
         raise invalid_request(f"'{name}' must be a number between {low:g} and {high:g}")
 
 
-def _check_part(part: Any, where: str) -> None:
+def _check_part(part: Any, where: Path) -> None:
     if not isinstance(part, dict) or part.get("type") not in _PART_TYPES:
-        raise invalid_request(f"'{where}.type' must be one of {', '.join(_PART_TYPES)}")
+        raise invalid_request(f"'{indexed(where)}.type' must be one of {', '.join(_PART_TYPES)}")
     kind = part["type"]
     if kind in TEXT_PARTS and not isinstance(part.get("text"), str):
-        raise invalid_request(f"'{where}.text' must be a string")
+        raise invalid_request(f"'{indexed(where)}.text' must be a string")
     if kind == "refusal" and not isinstance(part.get("refusal"), str):
-        raise invalid_request(f"'{where}.refusal' must be a string")
+        raise invalid_request(f"'{indexed(where)}.refusal' must be a string")
     if kind == "input_image" and not (isinstance(part.get("image_url"), str) or isinstance(part.get("file_id"), str)):
-        raise invalid_request(f"'{where}' needs 'image_url' (a URL or a data: URL) or 'file_id'")
+        raise invalid_request(f"'{indexed(where)}' needs 'image_url' (a URL or a data: URL) or 'file_id'")
 
 
-def _check_content(content: Any, where: str) -> None:
+def _check_content(content: Any, where: Path) -> None:
     if isinstance(content, str):
         return
     if not isinstance(content, list):
-        raise invalid_request(f"'{where}' must be a string or an array of content parts")
+        raise invalid_request(f"'{indexed(where)}' must be a string or an array of content parts")
     for i, part in enumerate(content):
-        _check_part(part, f"{where}[{i}]")
+        _check_part(part, (where, i))
 
 
-def _check_item(item: Any, where: str) -> None:
+def _check_item(item: Any, where: Path) -> None:
     if not isinstance(item, dict):
-        raise invalid_request(f"'{where}' must be an object")
+        raise invalid_request(f"'{indexed(where)}' must be an object")
     kind = item.get("type", "message")
     if not isinstance(kind, str):
-        raise invalid_request(f"'{where}.type' must be a string")
+        raise invalid_request(f"'{indexed(where)}.type' must be a string")
     if kind == "message":
         if item.get("role") not in MESSAGE_ROLES:
-            raise invalid_request(f"'{where}.role' must be one of {', '.join(MESSAGE_ROLES)}")
-        _check_content(item.get("content"), f"{where}.content")
+            raise invalid_request(f"'{indexed(where)}.role' must be one of {', '.join(MESSAGE_ROLES)}")
+        _check_content(item.get("content"), (where, "content"))
     elif kind in ("function_call", "custom_tool_call"):
         for name in ("call_id", "name", "arguments" if kind == "function_call" else "input"):
             if not isinstance(item.get(name), str):
-                raise invalid_request(f"'{where}.{name}' must be a string")
+                raise invalid_request(f"'{indexed(where)}.{name}' must be a string")
         if item.get("namespace") is not None and not isinstance(item["namespace"], str):
-            raise invalid_request(f"'{where}.namespace' must be a string")
+            raise invalid_request(f"'{indexed(where)}.namespace' must be a string")
     elif kind in ("function_call_output", "custom_tool_call_output"):
         if not isinstance(item.get("call_id"), str):
-            raise invalid_request(f"'{where}.call_id' must be a string")
-        _check_content(item.get("output"), f"{where}.output")
+            raise invalid_request(f"'{indexed(where)}.call_id' must be a string")
+        _check_content(item.get("output"), (where, "output"))
     elif kind == "reasoning":
         for name in ("summary", "content"):
             entries = item.get(name)
@@ -72,39 +73,39 @@ def _check_item(item: Any, where: str) -> None:
                 continue
             if not isinstance(entries, list) or not all(
                     isinstance(e, dict) and isinstance(e.get("text"), str) for e in entries):
-                raise invalid_request(f"'{where}.{name}' must be an array of {{type, text}} parts")
+                raise invalid_request(f"'{indexed(where)}.{name}' must be an array of {{type, text}} parts")
         if item.get("encrypted_content") is not None and not isinstance(item["encrypted_content"], str):
-            raise invalid_request(f"'{where}.encrypted_content' must be a string")
+            raise invalid_request(f"'{indexed(where)}.encrypted_content' must be a string")
     # Other item types (hosted tool calls, item_reference, ...) are the vendor's to check:
     # they pass through to a Responses upstream and are dealt with in to_ir otherwise.
 
 
-def check_tools(tools: Any, where: str = "tools") -> None:
+def check_tools(tools: Any, where: Path = "tools") -> None:
     if not isinstance(tools, list):
-        raise invalid_request(f"'{where}' must be an array")
+        raise invalid_request(f"'{indexed(where)}' must be an array")
     for i, tool in enumerate(tools):
-        at = f"{where}[{i}]"
+        at = (where, i)
         if not isinstance(tool, dict) or not isinstance(tool.get("type"), str):
-            raise invalid_request(f"'{at}' must be an object with a string 'type'")
+            raise invalid_request(f"'{indexed(at)}' must be an object with a string 'type'")
         if tool["type"] == "namespace" and where == "tools":  # a group of function and custom tools
             if not isinstance(tool.get("name"), str) or not tool["name"]:
-                raise invalid_request(f"'{at}.name' must be a non-empty string")
-            check_tools(tool.get("tools"), f"{at}.tools")
+                raise invalid_request(f"'{indexed(at)}.name' must be a non-empty string")
+            check_tools(tool.get("tools"), (at, "tools"))
             continue
         if tool["type"] not in ("function", "custom"):
             continue
         if not isinstance(tool.get("name"), str) or not tool["name"]:
-            raise invalid_request(f"'{at}.name' must be a non-empty string")
+            raise invalid_request(f"'{indexed(at)}.name' must be a non-empty string")
         if tool["type"] == "custom":
             if tool.get("format") is not None and not isinstance(tool["format"], dict):
-                raise invalid_request(f"'{at}.format' must be an object")
+                raise invalid_request(f"'{indexed(at)}.format' must be an object")
             continue
         if tool.get("parameters") is not None and not isinstance(tool["parameters"], dict):
-            raise invalid_request(f"'{at}.parameters' must be a JSON-schema object")
+            raise invalid_request(f"'{indexed(at)}.parameters' must be a JSON-schema object")
         if tool.get("description") is not None and not isinstance(tool["description"], str):
-            raise invalid_request(f"'{at}.description' must be a string")
+            raise invalid_request(f"'{indexed(at)}.description' must be a string")
         if tool.get("strict") is not None and not isinstance(tool["strict"], bool):
-            raise invalid_request(f"'{at}.strict' must be a boolean")
+            raise invalid_request(f"'{indexed(at)}.strict' must be a boolean")
 
 
 def _check_tool_choice(choice: Any) -> None:
@@ -150,7 +151,7 @@ def validate(body: Any) -> tuple[str, bool]:
             raise invalid_request("'input' is required (a string or an array of input items)")
     elif isinstance(items, list):
         for i, item in enumerate(items):
-            _check_item(item, f"input[{i}]")
+            _check_item(item, ("input", i))
     elif not isinstance(items, str):
         raise invalid_request("'input' must be a string or an array of input items")
     for name in ("instructions", "previous_response_id", "prompt_cache_key", "user", "safety_identifier"):
