@@ -319,3 +319,58 @@ async def test_claude_code_s_typeless_mcp_schemas_reach_gemini(gateway, upstream
     assert [block.name for block in answer.content if block.type == "tool_use"] == ["update_record"]
     declared = fake.last.json()["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"]
     assert declared["properties"]["value"] == {} and declared["required"] == ["id", "value"]
+
+
+# zod-to-json-schema (the MCP TypeScript SDK's converter) writes a subschema used twice as a JSON pointer to
+# its first place (its default `$refStrategy: "root"`); pointers escape "/" and "~" (RFC 6901) and may be
+# percent-encoded in the URI fragment.
+ADDRESS = {"type": "object", "properties": {"street": {"type": "string"}}, "required": ["street"]}
+ZOD_REFS = {"type": "object", "properties": {"billing": ADDRESS, "shipping": {"$ref": "#/properties/billing"}}}
+
+
+@pytest.mark.parametrize(("ref", "target"), [
+    ("#/properties/billing", ADDRESS),
+    ("#/properties/billing/properties/street", {"type": "string"}),
+    ("#", ZOD_REFS),
+    ("#/properties/shipping", {"$ref": "#/properties/billing"}),
+])
+def test_a_local_reference_is_read_as_a_json_pointer_from_the_root(ref, target):
+    from modelgate.providers.tool_rules import referenced
+
+    assert referenced(ZOD_REFS, ref) == target
+
+
+def test_escaped_and_nested_pointers_and_references_to_nothing():
+    from modelgate.providers.tool_rules import referenced
+
+    schema = {"$defs": {"a/b": {"type": "string"}, "m~n": {"type": "integer"}, "x y": {"type": "boolean"},
+                        "Outer": {"$defs": {"Inner": {"type": "number"}}}}, "prefixItems": [{"type": "null"}]}
+    assert referenced(schema, "#/$defs/a~1b") == {"type": "string"}
+    assert referenced(schema, "#/$defs/m~0n") == {"type": "integer"}
+    assert referenced(schema, "#/$defs/x%20y") == {"type": "boolean"}
+    assert referenced(schema, "#/$defs/Outer/$defs/Inner") == {"type": "number"}
+    assert referenced(schema, "#/prefixItems/0") == {"type": "null"}
+    for nowhere in ("#/$defs/Inner", "#/prefixItems/1", "#/$defs/a/b", "https://example.com/s.json", "#anchor", 5):
+        assert referenced(schema, nowhere) is None
+
+
+def test_a_root_reference_by_pointer_is_read_in_place():
+    schema = {"$ref": "#/definitions/Outer/definitions/Args",
+              "definitions": {"Outer": {"definitions": {"Args": {"type": "object", "properties": {"q": {"type": "string"}},
+                                                                   "required": ["q"]}}}}}
+    root = object_root(schema)
+    assert root["type"] == "object" and root["properties"] == {"q": {"type": "string"}} and root["required"] == ["q"]
+
+
+def test_a_repeated_zod_subschema_reaches_gemini_whole():
+    from modelgate.protocols.ir import ChatRequest, Message, TextPart, Tool
+    from modelgate.providers.gemini import build_body, gemini_schema
+
+    # As a JSON schema (tool parameters) the reference is kept: it resolves.
+    req = ChatRequest("m", [Message("user", [TextPart("hi")])], tools=[Tool("ship", None, ZOD_REFS)])
+    body = build_body(req, {}, "gemini-2.5-flash")
+    assert gemini_tools_refusal(body) is None
+    assert body["tools"][0]["functionDeclarations"][0]["parametersJsonSchema"] == ZOD_REFS
+    # In the OpenAPI subset (structured output), which has no references, it is inlined.
+    address = {"type": "OBJECT", "properties": {"street": {"type": "STRING"}}, "required": ["street"]}
+    assert gemini_schema(ZOD_REFS) == {"type": "OBJECT", "properties": {"billing": address, "shipping": address}}

@@ -64,7 +64,7 @@ from modelgate.providers.base import (
     classify_by_status,
     retry_after_seconds,
 )
-from modelgate.providers.tool_rules import GEMINI_NAME, by_tool_set, object_root, rewritten, with_items
+from modelgate.providers.tool_rules import GEMINI_NAME, by_tool_set, object_root, referenced, rewritten, with_items
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 
@@ -147,7 +147,7 @@ def _value_type(values: list[Any]) -> str:
     return kinds.pop() if len(kinds) == 1 and "" not in kinds else "STRING"
 
 
-def _gemini_union(schema: dict[str, Any], union: list[Any], nullable: bool, defs: Mapping[str, Any],
+def _gemini_union(schema: dict[str, Any], union: list[Any], nullable: bool, root: Any,
                   depth: int) -> dict[str, Any]:
     # An optional type written as anyOf [T, null] is nullable T.
     branches = [s for s in union if not (isinstance(s, dict) and s.get("type") == "null")]
@@ -156,18 +156,18 @@ def _gemini_union(schema: dict[str, Any], union: list[Any], nullable: bool, defs
     if len(branches) > 1 or (branches and not isinstance(branches[0], dict)):
         notes = {k: schema[k] for k in _UNION_NOTES if k in schema}
         nulls = {"nullable": True} if nullable else {}
-        return {"anyOf": [{**notes, **gemini_schema(branch, defs, depth), **nulls} for branch in branches]}
-    out = gemini_schema({**rest, **branches[0]} if branches else rest, defs, depth)
+        return {"anyOf": [{**notes, **gemini_schema(branch, root, depth), **nulls} for branch in branches]}
+    out = gemini_schema({**rest, **branches[0]} if branches else rest, root, depth)
     if nullable:
         out["nullable"] = True
     return out
 
 
-def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int = 0) -> dict[str, Any]:
+def gemini_schema(schema: Any, root: Any = None, depth: int = 0) -> dict[str, Any]:
     """Reduce a JSON schema to Gemini's OpenAPI-3.0 subset.
 
-    Local `$ref`s into `$defs`/`definitions` are inlined (bounded depth, since
-    Gemini has no references); `const` becomes a one-value enum; a type list
+    Local `$ref`s (into `$defs`, or any JSON pointer from `root`, the whole schema) are
+    inlined (bounded depth, since this subset has no references); `const` becomes a one-value enum; a type list
     with "null" becomes `nullable`; keys Gemini rejects (additionalProperties,
     $schema, $id, allOf, not, unsupported formats, non-string enums, fields of
     another type) are dropped; `oneOf` is read as `anyOf`.
@@ -179,13 +179,13 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
     """
     if not isinstance(schema, dict):
         return {"type": "STRING"}
-    if defs is None:
-        defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    if root is None:
+        root = schema
     ref = schema.get("$ref")
     if isinstance(ref, str) and depth < 8:
-        target = defs.get(ref.rsplit("/", 1)[-1])
-        merged = {**(target or {}), **{k: v for k, v in schema.items() if k != "$ref"}}
-        return gemini_schema(merged, defs, depth + 1)
+        target = referenced(root, ref)
+        merged = {**(target if isinstance(target, dict) else {}), **{k: v for k, v in schema.items() if k != "$ref"}}
+        return gemini_schema(merged, root, depth + 1)
     stated = schema.get("type")
     if type(stated) is str:  # nearly every node: one type
         typ, nullable = _TYPES.get(stated), stated == "null"
@@ -196,7 +196,7 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
     nullable = nullable or schema.get("nullable") is True
     union = schema.get("anyOf", schema.get("oneOf")) if typ is None else None
     if isinstance(union, list):
-        return _gemini_union(schema, union, nullable, defs, depth)
+        return _gemini_union(schema, union, nullable, root, depth)
     values = (schema.get("enum", [schema["const"]] if "const" in schema else None)
               if "enum" in schema or "const" in schema else None)
     if isinstance(values, list) and None in values:  # an optional enum (pydantic's Optional[Literal[...]])
@@ -216,9 +216,9 @@ def gemini_schema(schema: Any, defs: Mapping[str, Any] | None = None, depth: int
             continue
         if key == "properties":
             if isinstance(value, dict):
-                out[key] = {name: gemini_schema(sub, defs, depth) for name, sub in value.items()}
+                out[key] = {name: gemini_schema(sub, root, depth) for name, sub in value.items()}
         elif key == "items":
-            out[key] = gemini_schema(value, defs, depth)
+            out[key] = gemini_schema(value, root, depth)
         elif key != "nullable":
             out[key] = value
     if typ == "ARRAY" and "items" not in out:
@@ -268,7 +268,7 @@ def _json_parameters(root: dict[str, Any]) -> dict[str, Any]:
             # An array with no `items` takes any value, as `items: {}` says: Gemini's `parameters` refuses the
             # first ("…items: missing field.", cline/cline#7339), so the JSON schema gets the second.
             return with_items(node)
-        if not _resolves(root, node["$ref"]):
+        if not isinstance(referenced(root, node["$ref"]), (dict, bool)):
             # "reference to undefined schema at properties.language" (agent-infra/sandbox#83)
             return {k: v for k, v in node.items() if k != "$ref"}
         # "schema at properties.draft can only contain properties starting with '$' when $ref is present"
@@ -280,22 +280,6 @@ def _json_parameters(root: dict[str, Any]) -> dict[str, Any]:
         return {**own, "anyOf": [reference]} if "anyOf" not in own else reference
 
     return rewritten(root, mend)
-
-
-def _resolves(root: dict[str, Any], ref: Any) -> bool:
-    """Whether `ref` points into the schema itself (`#`, `#/$defs/Name`, any JSON pointer from the root)."""
-    if not isinstance(ref, str) or not ref.startswith("#"):
-        return False
-    target: Any = root
-    for step in ref[1:].split("/")[1:]:
-        step = step.replace("~1", "/").replace("~0", "~")
-        if isinstance(target, dict) and step in target:
-            target = target[step]
-        elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
-            target = target[int(step)]
-        else:
-            return False
-    return isinstance(target, (dict, bool))
 
 
 # --- request -------------------------------------------------------------

@@ -31,6 +31,7 @@ import dataclasses
 import hashlib
 import re
 from typing import Any, Callable, TypeVar
+from urllib.parse import unquote
 
 import orjson
 
@@ -150,11 +151,9 @@ def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
     # A client's schema may hold anything where a subschema belongs: what is not one is left out.
     root = {key: value for key, value in schema.items() if key not in _COMBINATORS}
     ref = root.pop("$ref", None)
-    if isinstance(ref, str) and ref.startswith("#/") and depth < 4:
-        defs = {**_dict(schema.get("definitions")), **_dict(schema.get("$defs"))}
-        target = defs.get(ref.rsplit("/", 1)[-1])
-        if isinstance(target, dict):
-            root = {**_merged_root(target, depth + 1), **root}
+    target = referenced(schema, ref) if ref != "#" and depth < 4 else None
+    if isinstance(target, dict):
+        root = {**_merged_root(target, depth + 1), **root}
     if root.get("type") is None or (isinstance(root["type"], list) and "object" in root["type"]):
         root["type"] = "object"
     properties = dict(_dict(root.get("properties")))
@@ -178,6 +177,24 @@ def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
     else:
         root.pop("required", None)
     return root
+
+
+def referenced(root: Any, ref: Any) -> Any:
+    """What a local `$ref` points to in the schema `root` (`#`, `#/$defs/Name`, or any JSON pointer from the
+    root, RFC 6901: zod-to-json-schema writes a repeated subschema as `#/properties/<its first place>`);
+    None for a reference outside the schema or to nothing."""
+    if not isinstance(ref, str) or not ref.startswith("#") or (ref != "#" and not ref.startswith("#/")):
+        return None
+    target = root
+    for step in ref[2:].split("/") if ref != "#" else ():
+        step = unquote(step).replace("~1", "/").replace("~0", "~")
+        if isinstance(target, dict) and step in target:
+            target = target[step]
+        elif isinstance(target, list) and step.isdigit() and int(step) < len(target):
+            target = target[int(step)]
+        else:
+            return None
+    return target
 
 
 def _dict(value: Any) -> dict[str, Any]:
