@@ -270,3 +270,20 @@ def test_ab_refuses_a_directory_without_the_package(tmp_path: Path) -> None:
 
     with pytest.raises(SystemExit, match="holds no modelgate package"):
         ab.main(["--variant", f"one={tmp_path}", "--variant", f"two={tmp_path}"])
+
+
+def test_the_goal_counts_modelgate_s_errors_not_a_peer_s() -> None:
+    # A peer's failed streams (LiteLLM at 200 concurrent, 2026-11-25) are its own row's, not the goal's.
+    from bench import agent_report
+
+    ok = {"requests": 10, "non_2xx": 0, "socket_errors": 0}
+    failing = {"requests": 10, "non_2xx": 3, "socket_errors": 145}
+    results = {"small": {"modelgate": [ok], "litellm": [failing]},
+               "streams": {"x200": {"modelgate messages→chat": [ok], "litellm": [failing]}},
+               "stop": {"modelgate-w1": {"lost_call_log_rows": 0, "upstream_calls": 20}}}
+    row = next(r for r in agent_report.goals(results) if r[0].startswith("lost call-log rows"))
+    assert row == ("lost call-log rows, errors (every run)", "0 of 20 calls; 0 errors", "yes")
+    results["small"]["modelgate"] = [{**ok, "non_2xx": 2}]
+    assert next(r for r in agent_report.goals(results) if r[0].startswith("lost call-log rows"))[1:] == (
+        "0 of 20 calls; 2 errors", "no")
+    assert "| 148 |" in "\n".join(agent_report.stream_table(results["streams"]["x200"]))
