@@ -278,7 +278,22 @@ CODEX_PHASE_BODY = {**CODEX_BODY, "input": [
     {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Listing."}], "phase": "commentary"},
     {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}], "phase": "final_answer"},
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]}
-RESPONSES_BODIES += [SDK_RESPONSES_LOOP_BODY, CODEX_PHASE_BODY]
+# Once its model searched the web or its conversation was compacted, Codex sends those items back on every later
+# turn: a web search call with its action (codex-rs ResponseItem::WebSearchCall, WebSearchAction; openai 3.57
+# ResponseFunctionWebSearchParam; the second as Codex writes one it has no id for) and the vendor's compaction
+# item (ResponseCompactionItemParamParam).
+CODEX_SEARCH_COMPACTED_BODY = {**CODEX_BODY, "input": [
+    {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"},
+    *CODEX_BODY["input"],
+    {"type": "web_search_call", "id": "ws_1", "status": "completed",
+     "action": {"type": "search", "query": "python 3.14 release", "queries": ["python 3.14 release"],
+                "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}]}},
+    {"type": "web_search_call", "status": "completed", "action": {"type": "open_page", "url": "https://peps.python.org/"}},
+    {"type": "web_search_call", "id": "ws_3", "status": "completed",
+     "action": {"type": "find_in_page", "url": "https://peps.python.org/", "pattern": "3.14"}},
+    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Found it."}], "phase": "final_answer"},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]}
+RESPONSES_BODIES += [SDK_RESPONSES_LOOP_BODY, CODEX_PHASE_BODY, CODEX_SEARCH_COMPACTED_BODY]
 
 # Values each field is replaced with in turn; markers stand for JSON text orjson cannot write.
 REPLACEMENTS: list[Any] = [
@@ -407,9 +422,10 @@ def test_the_usual_requests_take_the_typed_view() -> None:
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
+    (RESPONSES, CODEX_SEARCH_COMPACTED_BODY, {}),
     (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}), (CHAT, NODE_RUNNER_BODY, {}),
 ], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
-        "codex-phase", "opencode", "openai-sdk-loop", "openai-node-runner"])
+        "codex-phase", "codex-search-compacted", "opencode", "openai-sdk-loop", "openai-node-runner"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

@@ -116,7 +116,43 @@ class ReasoningItem(Item, tag="reasoning"):
     encrypted_content: Union[str, None] = None
 
 
-TypedItem = Union[Message, FunctionCall, CustomToolCall, FunctionCallOutput, CustomToolCallOutput, ReasoningItem]
+# Items of the vendor's own kinds that validate leaves to the vendor, typed as the vendor's SDK has them
+# (openai 3.57: ResponseFunctionWebSearchParam, ResponseCompactionItemParamParam), all scalars: Codex sends
+# them back on every later turn once its model searched the web or its conversation was compacted.
+class WebSearchAction(View, tag_field="type"):
+    pass
+
+
+class SearchSource(View):
+    type: str
+    url: str
+
+
+class SearchAction(WebSearchAction, tag="search"):
+    query: Union[str, None, UnsetType] = UNSET
+    queries: Union[list[str], None, UnsetType] = UNSET
+    sources: Union[list[SearchSource], None, UnsetType] = UNSET
+
+
+class OpenPageAction(WebSearchAction, tag="open_page"):
+    url: Union[str, None, UnsetType] = UNSET
+
+
+class FindInPageAction(WebSearchAction, tag="find_in_page"):
+    url: Union[str, None, UnsetType] = UNSET
+    pattern: Union[str, None, UnsetType] = UNSET
+
+
+class WebSearchCall(Item, tag="web_search_call"):
+    action: Union[SearchAction, OpenPageAction, FindInPageAction]
+
+
+class Compaction(Item, tag="compaction"):
+    encrypted_content: str
+
+
+TypedItem = Union[Message, FunctionCall, CustomToolCall, FunctionCallOutput, CustomToolCallOutput, ReasoningItem,
+                  WebSearchCall, Compaction]
 
 
 class AnyItem(View):
