@@ -374,3 +374,14 @@ def test_a_repeated_zod_subschema_reaches_gemini_whole():
     # In the OpenAPI subset (structured output), which has no references, it is inlined.
     address = {"type": "OBJECT", "properties": {"street": {"type": "STRING"}}, "required": ["street"]}
     assert gemini_schema(ZOD_REFS) == {"type": "OBJECT", "properties": {"billing": address, "shipping": address}}
+
+
+def test_a_union_root_of_references_keeps_every_branch_s_properties():
+    # pydantic's schema of a union of models (an MCP server's tool taking one of several shapes): the branches are
+    # references into the schema's own $defs.
+    schema = {"$defs": {"ByName": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]},
+                        "ById": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]}},
+              "anyOf": [{"$ref": "#/$defs/ByName"}, {"$ref": "#/$defs/ById"}]}
+    root = object_root(schema)
+    assert root["type"] == "object" and root["properties"] == {"name": {"type": "string"}, "id": {"type": "integer"}}
+    assert "required" not in root  # neither field is required by both branches

@@ -144,22 +144,23 @@ def object_root(schema: Any) -> dict[str, Any]:
     if (schema.get("type") == "object" and "properties" in schema and "anyOf" not in schema
             and "oneOf" not in schema and "allOf" not in schema and "$ref" not in schema):
         return schema
-    return _merged_root(schema, depth=0)
+    return _merged_root(schema, schema, depth=0)
 
 
-def _merged_root(schema: dict[str, Any], depth: int) -> dict[str, Any]:
+def _merged_root(schema: dict[str, Any], document: dict[str, Any], depth: int) -> dict[str, Any]:
+    # `document`: the whole schema, which references inside it point into.
     # A client's schema may hold anything where a subschema belongs: what is not one is left out.
     root = {key: value for key, value in schema.items() if key not in _COMBINATORS}
     ref = root.pop("$ref", None)
-    target = referenced(schema, ref) if ref != "#" and depth < 4 else None
+    target = referenced(document, ref) if ref != "#" and depth < 4 else None
     if isinstance(target, dict):
-        root = {**_merged_root(target, depth + 1), **root}
+        root = {**_merged_root(target, document, depth + 1), **root}
     if root.get("type") is None or (isinstance(root["type"], list) and "object" in root["type"]):
         root["type"] = "object"
     properties = dict(_dict(root.get("properties")))
     required = [name for name in _list(root.get("required")) if isinstance(name, str)]
     for key in _COMBINATORS if depth < 4 else ():
-        branches = [_merged_root(b, depth + 1) for b in _list(schema.get(key)) if isinstance(b, dict)]
+        branches = [_merged_root(b, document, depth + 1) for b in _list(schema.get(key)) if isinstance(b, dict)]
         if not branches:
             continue
         for branch in branches:
