@@ -279,12 +279,15 @@ CODEX_PHASE_BODY = {**CODEX_BODY, "input": [
     {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Done."}], "phase": "final_answer"},
     {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "thanks"}]}]}
 # Once its model searched the web or its conversation was compacted, Codex sends those items back on every later
-# turn: a web search call with its action (codex-rs ResponseItem::WebSearchCall, WebSearchAction; openai 3.57
-# ResponseFunctionWebSearchParam; the second as Codex writes one it has no id for) and the vendor's compaction
-# item (ResponseCompactionItemParamParam).
+# turn: web search calls with their actions and the vendor's compaction item, as the service wrote them
+# (tests/captures/README.md), and as the SDK types them (openai 3.57 ResponseFunctionWebSearchParam,
+# ResponseCompactionItemParamParam); the open_page one as Codex writes one it has no id for (codex-rs
+# ResponseItem::WebSearchCall skips an unset id).
+SEARCHED_AND_COMPACTED = orjson.loads((CAPTURES / "openai_responses_web_search_compaction.json").read_bytes())
 CODEX_SEARCH_COMPACTED_BODY = {**CODEX_BODY, "input": [
-    {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAAB-opaque"},
+    SEARCHED_AND_COMPACTED[2],
     *CODEX_BODY["input"],
+    *SEARCHED_AND_COMPACTED[:2],
     {"type": "web_search_call", "id": "ws_1", "status": "completed",
      "action": {"type": "search", "query": "python 3.14 release", "queries": ["python 3.14 release"],
                 "sources": [{"type": "url", "url": "https://www.python.org/downloads/"}]}},

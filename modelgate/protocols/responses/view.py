@@ -75,8 +75,9 @@ class SummaryPart(View):
 # Input items by `type`, each with the fields validate requires of it, so that msgspec checks them
 # while it decodes. Other kinds are the vendor's: left to validate.
 class Item(View, tag_field="type", kw_only=True):
-    id: Union[str, UnsetType] = UNSET
-    status: Union[str, UnsetType] = UNSET
+    # Unread by validate, so null takes the view too: an SDK model dumped whole writes an unset one so.
+    id: Union[str, None, UnsetType] = UNSET
+    status: Union[str, None, UnsetType] = UNSET
 
 
 Phase = Union[Literal["commentary", "final_answer"], None, UnsetType]  # of an assistant's message: Codex sends it back
