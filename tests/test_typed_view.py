@@ -222,7 +222,28 @@ SDK_MESSAGES_LOOP_BODY = {
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": _answered_tool_use()["id"], "content": "sunny"}]},
     ],
 }
-MESSAGES_BODIES.append(SDK_MESSAGES_LOOP_BODY)
+# The same loop with the other server tools, their results in the SDK's shapes (anthropic 2.14:
+# WebFetchToolResultBlockParam, CodeExecutionToolResultBlockParam, BashCodeExecutionToolResultBlockParam).
+SDK_SERVER_TOOLS_LOOP_BODY = {
+    "model": "claude-x", "max_tokens": 1024,
+    "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}, {"type": "code_execution_20250825", "name": "code_execution"}],
+    "messages": [
+        {"role": "user", "content": "fetch the page and count its words"},
+        {"role": "assistant", "content": [
+            {"type": "server_tool_use", "id": "srvtoolu_2", "name": "web_fetch", "input": {"url": "https://x/a"}},
+            {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_2", "content": {
+                "type": "web_fetch_result", "url": "https://x/a", "retrieved_at": "2026-11-25T10:00:00Z",
+                "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "a b c"}}}},
+            {"type": "server_tool_use", "id": "srvtoolu_3", "name": "bash_code_execution", "input": {"command": "wc -w"}},
+            {"type": "bash_code_execution_tool_result", "tool_use_id": "srvtoolu_3", "content": {
+                "type": "bash_code_execution_result", "stdout": "3\n", "stderr": "", "return_code": 0, "content": []}},
+            {"type": "code_execution_tool_result", "tool_use_id": "srvtoolu_4", "content": {
+                "type": "code_execution_result", "stdout": "3", "stderr": "", "return_code": 0, "content": []}},
+            {"type": "text", "text": "Three words."}]},
+        {"role": "user", "content": "thanks"},
+    ],
+}
+MESSAGES_BODIES += [SDK_MESSAGES_LOOP_BODY, SDK_SERVER_TOOLS_LOOP_BODY]
 RESPONSES_BODIES.append(CODEX_BODY)
 # Codex on a gpt-5 slug (codex_exec 0.169.0): its freeform apply_patch, and calls of it and of a namespace's tool.
 CODEX_FREEFORM_BODY = {
@@ -423,11 +444,12 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
-    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
+    (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION),
+    (MESSAGES, SDK_SERVER_TOOLS_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
     (RESPONSES, CODEX_SEARCH_COMPACTED_BODY, {}),
     (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}), (CHAT, NODE_RUNNER_BODY, {}),
-], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
+], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "anthropic-server-tools-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
         "codex-phase", "codex-search-compacted", "opencode", "openai-sdk-loop", "openai-node-runner"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)

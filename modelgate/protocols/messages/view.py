@@ -103,6 +103,32 @@ class WebSearchToolResultBlock(Block, tag="web_search_tool_result"):
     caller: Union[Caller, None, UnsetType] = UNSET
 
 
+# The other server tools' results (anthropic 2.14: web fetch, code execution, bash and text-editor code
+# execution, tool search): a web search result's fields under their own tags.
+class WebFetchToolResultBlock(WebSearchToolResultBlock, tag="web_fetch_tool_result"):
+    pass
+
+
+class CodeExecutionToolResultBlock(WebSearchToolResultBlock, tag="code_execution_tool_result"):
+    pass
+
+
+class BashCodeExecutionToolResultBlock(WebSearchToolResultBlock, tag="bash_code_execution_tool_result"):
+    pass
+
+
+class TextEditorCodeExecutionToolResultBlock(WebSearchToolResultBlock, tag="text_editor_code_execution_tool_result"):
+    pass
+
+
+class ToolSearchToolResultBlock(WebSearchToolResultBlock, tag="tool_search_tool_result"):
+    pass
+
+
+SERVER_TOOL_RESULTS = (WebSearchToolResultBlock, WebFetchToolResultBlock, CodeExecutionToolResultBlock,
+                       BashCodeExecutionToolResultBlock, TextEditorCodeExecutionToolResultBlock, ToolSearchToolResultBlock)
+
+
 class ToolResultBlock(Block, tag="tool_result"):
     tool_use_id: str
     content: Union[str, list[Union[TextBlock, ImageBlock, DocumentBlock]], None] = None
@@ -120,7 +146,9 @@ class RedactedThinkingBlock(Block, tag="redacted_thinking"):
 
 
 AnyBlock = Union[TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultBlock, ThinkingBlock,
-                 RedactedThinkingBlock, ServerToolUseBlock, WebSearchToolResultBlock]
+                 RedactedThinkingBlock, ServerToolUseBlock, WebSearchToolResultBlock, WebFetchToolResultBlock,
+                 CodeExecutionToolResultBlock, BashCodeExecutionToolResultBlock, TextEditorCodeExecutionToolResultBlock,
+                 ToolSearchToolResultBlock]
 
 
 class Message(View):
@@ -195,7 +223,7 @@ def _blocks_sound(blocks: list, role: str, pieces: list[Raw]) -> bool:
             pieces.append(block.source)
         elif kind is ServerToolUseBlock:
             pieces.append(block.input)
-        elif kind is WebSearchToolResultBlock:
+        elif kind in SERVER_TOOL_RESULTS:
             pieces.append(block.content)
     return True
 
