@@ -243,7 +243,24 @@ SDK_SERVER_TOOLS_LOOP_BODY = {
         {"role": "user", "content": "thanks"},
     ],
 }
-MESSAGES_BODIES += [SDK_MESSAGES_LOOP_BODY, SDK_SERVER_TOOLS_LOOP_BODY]
+# A client's own tool search (the tool search tool, deferred tools): its result loads tools by reference
+# (anthropic 2.14 ToolReferenceBlockParam); a toolset member's result names its toolset.
+TOOL_SEARCH_BODY = {
+    "model": "claude-x", "max_tokens": 1024,
+    "tools": [{"name": "tool_search", "input_schema": SCHEMA},
+              {"name": "mcp__github__create_issue", "input_schema": SCHEMA, "defer_loading": True}],
+    "messages": [
+        {"role": "user", "content": "open an issue"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "tool_search", "input": {"path": "issue"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+            {"type": "text", "text": "1 tool found"}, {"type": "tool_reference", "tool_name": "mcp__github__create_issue"}]}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "mcp__github__create_issue",
+                                           "input": {"path": "x"}, "toolset_name": "github"}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "#12",
+                                      "toolset_name": "github"}]},
+    ],
+}
+MESSAGES_BODIES += [SDK_MESSAGES_LOOP_BODY, SDK_SERVER_TOOLS_LOOP_BODY, TOOL_SEARCH_BODY]
 RESPONSES_BODIES.append(CODEX_BODY)
 # Codex on a gpt-5 slug (codex_exec 0.169.0): its freeform apply_patch, and calls of it and of a namespace's tool.
 CODEX_FREEFORM_BODY = {
@@ -445,11 +462,11 @@ def test_the_usual_requests_take_the_typed_view() -> None:
 @pytest.mark.parametrize("codec,body,headers", [
     (MESSAGES, CLAUDE_CODE_BODY, {**VERSION, b"anthropic-beta": b"claude-code-20250219,effort-2025-11-24"}),
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION),
-    (MESSAGES, SDK_SERVER_TOOLS_LOOP_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
+    (MESSAGES, SDK_SERVER_TOOLS_LOOP_BODY, VERSION), (MESSAGES, TOOL_SEARCH_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
     (RESPONSES, CODEX_SEARCH_COMPACTED_BODY, {}),
     (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}), (CHAT, NODE_RUNNER_BODY, {}),
-], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "anthropic-server-tools-loop", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
+], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "anthropic-server-tools-loop", "tool-search", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
         "codex-phase", "codex-search-compacted", "opencode", "openai-sdk-loop", "openai-node-runner"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)

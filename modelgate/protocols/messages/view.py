@@ -129,11 +129,19 @@ SERVER_TOOL_RESULTS = (WebSearchToolResultBlock, WebFetchToolResultBlock, CodeEx
                        BashCodeExecutionToolResultBlock, TextEditorCodeExecutionToolResultBlock, ToolSearchToolResultBlock)
 
 
+class ToolReferenceBlock(Block, tag="tool_reference"):
+    """A deferred tool that the tool search tool's result loads (anthropic 2.14 ToolReferenceBlockParam)."""
+
+    tool_name: str
+    cache_control: Union[CacheControl, UnsetType] = UNSET
+
+
 class ToolResultBlock(Block, tag="tool_result"):
     tool_use_id: str
-    content: Union[str, list[Union[TextBlock, ImageBlock, DocumentBlock]], None] = None
+    content: Union[str, list[Union[TextBlock, ImageBlock, DocumentBlock, ToolReferenceBlock]], None] = None
     is_error: Union[bool, UnsetType] = UNSET
     cache_control: Union[CacheControl, UnsetType] = UNSET
+    toolset_name: Union[str, None, UnsetType] = UNSET  # the toolset of the paired tool_use, as on it
 
 
 class ThinkingBlock(Block, tag="thinking"):
