@@ -93,3 +93,14 @@ def test_a_converted_messages_request_names_the_tool_it_cannot_carry():
 ])
 def test_chat_refusals_name_the_element(messages, message):
     assert _refusal(ChatCodec(), {"model": "m", "messages": messages}) == message
+
+
+def test_a_converted_messages_request_names_the_document_it_cannot_carry():
+    pdf = {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}}
+    body = {"model": "m", "max_tokens": 8, "messages": [
+        USER, {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": [{"type": "text", "text": "read"}, pdf]}]}
+    assert _refusal(MessagesCodec(), body, convert=True).startswith("messages.2.content.1: document blocks")
+    body["messages"][2]["content"] = [{"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "r"}, pdf]}]
+    body["messages"][1]["content"] = [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]
+    assert _refusal(MessagesCodec(), body, convert=True).startswith("messages.2.content.0.content.1: document blocks")

@@ -83,18 +83,18 @@ def _image_part(block: dict[str, Any]) -> ImagePart:
     return ImagePart(data=source["data"], media_type=source["media_type"], cache=cache_mark(block))
 
 
-def _document_part(block: dict[str, Any], where: str) -> TextPart:
+def _document_part(block: dict[str, Any], where: Path) -> TextPart:
     source = block["source"]
     if source.get("type") == "text" and isinstance(source.get("data"), str):
         return TextPart(source["data"], cache_mark(block))
     if source.get("type") == "content" and isinstance(source.get("content"), str):
         return TextPart(source["content"], cache_mark(block))
     # PDFs and file references have no form in the IR (nor in chat completions).
-    raise errors.invalid_request(f"{where}: document blocks other than plain text need a model served over the messages protocol")
+    raise errors.invalid_request(f"{dotted(where)}: document blocks other than plain text need a model served over the messages protocol")
 
 
-def _result_content(content: Any, i: int, j: int) -> list[TextPart | ImagePart]:
-    """The parts of the tool result at messages.{i}.content.{j}."""
+def _result_content(content: Any, where: Path) -> list[TextPart | ImagePart]:
+    """The parts of the tool result at `where`."""
     if content is None:
         return []
     if isinstance(content, str):
@@ -107,7 +107,7 @@ def _result_content(content: Any, i: int, j: int) -> list[TextPart | ImagePart]:
         elif kind == "image":
             parts.append(_image_part(block))
         elif kind == "document":
-            parts.append(_document_part(block, f"messages.{i}.content.{j}.content.{k}"))
+            parts.append(_document_part(block, ((where, "content"), k)))
     return parts
 
 
@@ -123,6 +123,7 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
     # Runs of tool results become one IR `tool` turn, other blocks one `user`/`assistant` turn,
     # in the order the client gave them.
     out: list[Message] = []
+    at: Path = (("messages", i), "content")
     for j, block in enumerate(content):
         kind = block["type"]
         turn = role
@@ -133,7 +134,7 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
             part = ToolCall(block["id"], block["name"], orjson.dumps(block["input"]).decode(), cache_mark(block))
         elif kind == "tool_result":
             turn = "tool"
-            part = ToolResult(block["tool_use_id"], _result_content(block.get("content"), i, j),
+            part = ToolResult(block["tool_use_id"], _result_content(block.get("content"), (at, j)),
                               bool(block.get("is_error", False)), cache_mark(block))
         elif kind == "thinking":
             part = ThinkingPart(block["thinking"], block.get("signature"))
@@ -142,7 +143,7 @@ def _decode_message(i: int, msg: dict[str, Any]) -> list[Message]:
         elif kind == "image":
             part = _image_part(block)
         elif kind == "document":
-            part = _document_part(block, f"messages.{i}.content.{j}")
+            part = _document_part(block, (at, j))
         else:
             continue  # server-tool blocks have no IR form: dropped
         if out and out[-1].role == turn:
