@@ -3,7 +3,7 @@ msgspec types, for the requests clients usually send. None: let validate decide.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 import msgspec
 from msgspec import UNSET, Raw, UnsetType
@@ -125,10 +125,6 @@ class ToolSearchToolResultBlock(WebSearchToolResultBlock, tag="tool_search_tool_
     pass
 
 
-SERVER_TOOL_RESULTS = (WebSearchToolResultBlock, WebFetchToolResultBlock, CodeExecutionToolResultBlock,
-                       BashCodeExecutionToolResultBlock, TextEditorCodeExecutionToolResultBlock, ToolSearchToolResultBlock)
-
-
 class ToolReferenceBlock(Block, tag="tool_reference"):
     """A deferred tool that the tool search tool's result loads (anthropic 2.14 ToolReferenceBlockParam)."""
 
@@ -157,6 +153,8 @@ AnyBlock = Union[TextBlock, ImageBlock, DocumentBlock, ToolUseBlock, ToolResultB
                  RedactedThinkingBlock, ServerToolUseBlock, WebSearchToolResultBlock, WebFetchToolResultBlock,
                  CodeExecutionToolResultBlock, BashCodeExecutionToolResultBlock, TextEditorCodeExecutionToolResultBlock,
                  ToolSearchToolResultBlock]
+# The server tools' results, whose content is a Raw piece (_blocks_sound).
+_SERVER_TOOL_RESULTS = frozenset(kind for kind in get_args(AnyBlock) if issubclass(kind, WebSearchToolResultBlock))
 
 
 class Message(View):
@@ -231,7 +229,7 @@ def _blocks_sound(blocks: list, role: str, pieces: list[Raw]) -> bool:
             pieces.append(block.source)
         elif kind is ServerToolUseBlock:
             pieces.append(block.input)
-        elif kind in SERVER_TOOL_RESULTS:
+        elif kind in _SERVER_TOOL_RESULTS:
             pieces.append(block.content)
     return True
 
