@@ -12,7 +12,9 @@ class LocalServer:
     def __init__(self, routes: list[web.RouteDef], tls: ssl.SSLContext | None = None) -> None:
         self.app = web.Application()
         self.app.add_routes(routes)
-        self.runner = web.AppRunner(self.app)
+        # A handler still running at the end of a test (a hang, a stalled stream) is cancelled at once
+        # rather than awaited for aiohttp's default 60 s.
+        self.runner = web.AppRunner(self.app, shutdown_timeout=0.1)
         self.tls = tls
         self.url = ""
 

@@ -61,7 +61,8 @@ class FakeUpstream:
     async def start(self) -> "FakeUpstream":
         app = web.Application(middlewares=[self._middleware])
         self.routes(app)
-        self._runner = web.AppRunner(app, access_log=None)
+        # Cancel a handler still running when the test ends (a stalled stream) instead of awaiting it.
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
