@@ -21,7 +21,9 @@ import pytest
 from tests.fakes.anthropic_upstream import (
     API_KEY, BOTH_KNOBS, MODEL_RULES, ONE_SAMPLING_KNOB, FakeAnthropic, generation_refusal,
 )
-from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, FakeOpenAI, reasoning_refusal, responses_refusal
+from tests.fakes.openai_upstream import (
+    OUTPUT_CAPS, REASONING_RULES, RESPONSES_ONLY, FakeOpenAI, reasoning_refusal, responses_refusal,
+)
 
 CLAUDE = tuple(MODEL_RULES)  # Sonnet and Haiku 4.5, Opus 4.1, Sonnet 4.6, Opus 4.7 to 5.5, Fable 5.1
 TOOL = {"name": "Read", "description": "Read a file",
@@ -132,6 +134,7 @@ CHAT_BODIES: dict[str, dict[str, Any]] = {
     "stop": {"stop": ["\n\n"], "parallel_tool_calls": False, "tools": [{"type": "function", "function": {"name": "t"}}]},
     "minimal": {"max_completion_tokens": 2000, "reasoning_effort": "minimal"},
     "xhigh": {"reasoning_effort": "xhigh"},
+    "max": {"reasoning_effort": "max"},
     "none": {"reasoning_effort": "none"},
 }
 
@@ -152,7 +155,7 @@ async def each_sent(gateway, model: str, path: str, base: dict[str, Any], bodies
         await fake.close()
 
 
-@pytest.mark.parametrize("model", OPENAI)
+@pytest.mark.parametrize("model", [model for model in OPENAI if model not in RESPONSES_ONLY])
 async def test_chat_clients_reach_every_openai_model_behind_an_alias(gateway, model):
     messages = {"messages": [{"role": "user", "content": "hi"}]}
     async for name, client, sent in each_sent(gateway, model, "/v1/chat/completions", messages, CHAT_BODIES):
@@ -179,6 +182,7 @@ RESPONSES_BODIES: dict[str, dict[str, Any]] = {
                   "type": "function", "name": "shell", "description": "Run a command", "strict": False,
                   "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}]},
     "codex-xhigh": {"reasoning": {"effort": "xhigh", "summary": "auto"}},
+    "codex-ultra": {"reasoning": {"effort": "max", "summary": "auto"}},  # Codex's `ultra` and `max` (openai/codex#30585)
     "minimal": {"reasoning": {"effort": "minimal"}, "max_output_tokens": 2000},
     "none": {"reasoning": {"effort": "none"}},
     "summary-only": {"reasoning": {"summary": "auto"}},
@@ -215,6 +219,7 @@ async def test_codex_s_effort_is_the_nearest_level_of_the_model_behind_the_alias
             # the nearest level; no sampling to a reasoning model
             assert await reasoning_sent("team-gpt-5", "xhigh") == ({"effort": "high", "summary": "auto"}, False, 2)
             assert await reasoning_sent("team-gpt-5.1", "minimal") == ({"effort": "low", "summary": "auto"}, False, 2)
+            assert await reasoning_sent("team-gpt-5.1", "max") == ({"effort": "high", "summary": "auto"}, False, 2)
             # no effort, and no encrypted reasoning asked back, from a model that does not reason
             assert await reasoning_sent("team-gpt-4.1", "high") == ({"summary": "auto"}, True, 1)
     finally:

@@ -12,9 +12,11 @@ import pytest
 from anthropic import AsyncAnthropic
 
 from modelgate.providers.openai_models import reasoning_model
-from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, FakeOpenAI
+from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, RESPONSES_ONLY, FakeOpenAI
 
-MODELS = tuple(REASONING_RULES)  # o3, o4-mini, gpt-5, gpt-5-mini, gpt-5.1, gpt-5.4, gpt-6-sol, gpt-5.2-chat-latest
+# o3, o4-mini, gpt-5, gpt-5-mini, gpt-5.1, gpt-5.2, gpt-5.4, gpt-5.6-terra, gpt-6-sol, gpt-5.2-chat-latest: those that
+# serve Chat Completions, where a messages client's call is converted to
+MODELS = tuple(model for model in REASONING_RULES if model not in RESPONSES_ONLY)
 CLAUDE_CODE_USER = '{"device_id":"' + "a" * 64 + '","account_uuid":"4f1c0e9a-2b7d-4c55-9e0f-1a2b3c4d5e6f","session_id":"0b5e"}'
 TOOLS = [{"name": "Read", "description": "Read a file",
           "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
@@ -77,9 +79,17 @@ async def test_the_end_user_id_stays_one_stable_id(gateway, openai_upstream):
 @pytest.mark.parametrize("name, efforts", [
     ("o3", ("low", "medium", "high")), ("o4-mini-2025-04-16", ("low", "medium", "high")),
     ("gpt-5", ("minimal", "low", "medium", "high")), ("gpt-5-mini", ("minimal", "low", "medium", "high")),
-    ("gpt-5.1", ("none", "low", "medium", "high")), ("gpt-5.1-codex", ("none", "low", "medium", "high")),
-    ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh")), ("gpt-6-sol", ("none", "low", "medium", "high", "xhigh")),
-    ("openai/gpt-5.5", ("none", "low", "medium", "high", "xhigh")),
+    ("gpt-5.1", ("none", "low", "medium", "high")),
+    ("gpt-5.2", ("none", "low", "medium", "high", "xhigh")),  # earendil-works/pi#1334
+    ("gpt-5.4-mini", ("none", "low", "medium", "high", "xhigh")), ("openai/gpt-5.5", ("none", "low", "medium", "high", "xhigh")),
+    ("gpt-5.6-sol", ("none", "low", "medium", "high", "xhigh", "max")),
+    ("gpt-6-sol", ("none", "low", "medium", "high", "xhigh", "max")),
+    # the codex models always reason: openai/codex#6647, earendil-works/pi#4622, codex-rs/core/models.json
+    ("gpt-5-codex", ("low", "medium", "high")), ("gpt-5.1-codex", ("low", "medium", "high")),
+    ("gpt-5.1-codex-max", ("low", "medium", "high", "xhigh")), ("gpt-5.2-codex", ("low", "medium", "high", "xhigh")),
+    ("gpt-5.3-codex", ("low", "medium", "high", "xhigh")),
+    ("gpt-5-codex-mini", ("medium", "high")), ("gpt-5.1-codex-mini", ("medium", "high")),
+    ("gpt-5-pro", ("high",)), ("gpt-5.4-pro", ("medium", "high", "xhigh")),  # OpenAI's reference; models.dev#2296
     ("gpt-5-chat-latest", ()),  # "Unsupported parameter: 'reasoning.effort'" (Laisky/one-api#120)
     ("gpt-5.2-chat-latest", ("medium",)),  # medium only (BerriAI/litellm#38842)
 ])
@@ -99,6 +109,13 @@ def test_other_models_are_no_openai_reasoning_model(name):
     ("o3", "none", "low"),
     ("o3", "xhigh", "high"),
     ("gpt-5.4", "xhigh", "xhigh"),
+    ("gpt-5.2", "xhigh", "xhigh"),  # kept, no longer moved to high
+    ("gpt-5.4", "max", "xhigh"),
+    ("gpt-6-sol", "max", "max"),
+    ("gpt-5.1-codex", "none", "low"),  # "'none' is not supported with the 'gpt-5.1-codex' model"
+    ("gpt-5.2-codex", "minimal", "low"),
+    ("gpt-5-pro", "medium", "high"),
+    ("gpt-5.4", "ultra", "ultra"),  # a level newer than the table: as the client asked
     ("gpt-5.2-chat-latest", "high", "medium"),
     ("gpt-5-chat-latest", "high", None),
 ])

@@ -450,9 +450,10 @@ def json_instruction(response_format: dict[str, Any] | None) -> str | None:
 
 
 # Google's own mapping of OpenAI reasoning efforts to thinking budgets (its OpenAI-compatible endpoint,
-# https://ai.google.dev/gemini-api/docs/openai): none turns thinking off. Claude's budgets use it too; its
-# steps are the ones the messages codec reads a budget's effort by (under 4,096 low, under 16,384 medium).
-EFFORT_BUDGET = {"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576}
+# https://ai.google.dev/gemini-api/docs/openai; xhigh and max, which it lacks, get its highest): none turns
+# thinking off. Claude's budgets use it too; its steps are the ones the messages codec reads a budget's effort
+# by (under 4,096 low, under 16,384 medium).
+EFFORT_BUDGET = {"none": 0, "minimal": 1024, "low": 1024, "medium": 8192, "high": 24576, "xhigh": 24576, "max": 24576}
 
 
 def tool_id_for(call_id: str, valid: Callable[[str], object]) -> str:

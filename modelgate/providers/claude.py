@@ -55,8 +55,8 @@ _VERSION_FIRST = re.compile(r"claude-(\d+)(?:-(\d)(?!\d))?-([a-z]+)")
 _PREVIEWS = {"claude-mythos-preview": ("mythos", (5, 0))}
 
 MIN_THINKING_BUDGET = 1024  # "Must be ≥1024 and less than `max_tokens`" (the SDKs' ThinkingConfigEnabled)
-# Effort levels: OpenAI's `minimal` is below Claude's lowest; `xhigh` exists from 4.7 (not on Haiku).
-_EFFORT_LEVEL = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh"}
+# Effort levels: OpenAI's `minimal` is below Claude's lowest; `xhigh` exists from 4.7 (not on Haiku), `max` from 4.6.
+_EFFORT_LEVEL = {"minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "xhigh", "max": "max"}
 _FORCED = ("required", "tool")
 _THINKING = ("enabled", "adaptive")
 

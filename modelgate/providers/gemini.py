@@ -290,7 +290,7 @@ _GENERATION = re.compile(r"gemini-(\d+)(?:\.(\d+))?-([a-z]+(?:-lite)?)")
 # choose a value between 512 and 24576.", earendil-works/pi#2838): (least when on, most, whether 0 turns it off).
 _BUDGETS = {"pro": (128, 32768, False), "flash": (1, 24576, True), "flash-lite": (512, 24576, True)}
 # Levels by effort: Gemini 3 takes low, medium and high on every model (minimal only on some Flash models).
-_LEVEL = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high"}
+_LEVEL = {"none": "low", "minimal": "low", "low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
 # "…maxOutputTokens value of 65536 but the supported range is from 1 (inclusive) to 65536 (exclusive)"
 # (BerriAI/litellm#10548); Claude clients ask for up to 128,000.
 MAX_OUTPUT_TOKENS = 65535

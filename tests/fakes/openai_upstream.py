@@ -38,8 +38,10 @@ class ReasoningRules:
     """One reasoning model as OpenAI documents it (the API reference of `reasoning_effort`: "gpt-5.1 ...
     supported reasoning values ... are none, low, medium, and high", "All models before gpt-5.1 ... do not
     support none", "xhigh is supported for all models after gpt-5.1-codex-max"; Azure's reasoning how-to:
-    "minimal isn't supported with gpt-5.1 or greater"). This table is the documents' list; the gateway reads
-    the same from the name's generation (providers/openai_models.py)."""
+    "minimal isn't supported with gpt-5.1 or greater"; the service's refusals quoted in
+    providers/openai_models.py for gpt-5.2 and the codex models; `max` on gpt-5.6 and gpt-6: the Codex CLI's model
+    list and apiyi's SVG reasoning FAQ, 2026-11). This table is the documents' list; the gateway reads the same
+    from the name's generation (providers/openai_models.py)."""
 
     efforts: frozenset[str]
     stop: bool = True
@@ -53,10 +55,17 @@ REASONING_RULES = {
     "gpt-5": ReasoningRules(frozenset({"minimal", "low", "medium", "high"}), stop=False),
     "gpt-5-mini": ReasoningRules(frozenset({"minimal", "low", "medium", "high"}), stop=False),
     "gpt-5.1": ReasoningRules(frozenset({"none", "low", "medium", "high"})),
+    "gpt-5.2": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"})),
     "gpt-5.4": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"}), tools_with_effort=False),
-    "gpt-6-sol": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh"}), tools_with_effort=False),
+    "gpt-5.6-terra": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh", "max"}), tools_with_effort=False),
+    "gpt-6-sol": ReasoningRules(frozenset({"none", "low", "medium", "high", "xhigh", "max"}), tools_with_effort=False),
     "gpt-5.2-chat-latest": ReasoningRules(frozenset({"medium"})),
+    "gpt-5.1-codex": ReasoningRules(frozenset({"low", "medium", "high"})),
+    "gpt-5.1-codex-mini": ReasoningRules(frozenset({"medium", "high"})),
+    "gpt-5.2-codex": ReasoningRules(frozenset({"low", "medium", "high", "xhigh"})),
 }
+# Served by the Responses API only ("This model is only supported in v1/responses and not in v1/chat/completions.").
+RESPONSES_ONLY = frozenset({"gpt-5.1-codex", "gpt-5.1-codex-mini", "gpt-5.2-codex"})
 # OpenAI's model pages: the most completion tokens each takes.
 OUTPUT_CAPS = {"gpt-4o": 16384, "gpt-4o-mini": 16384, "gpt-4.1": 32768, "gpt-4.1-mini": 32768, "gpt-3.5-turbo": 4096}
 _UNSUPPORTED = "Unsupported parameter: '{}' is not supported with this model."  # o3, o4-mini, gpt-5-mini reports
@@ -66,7 +75,7 @@ def reasoning_refusal(body: dict[str, Any], rules: ReasoningRules) -> str | None
     effort = body.get("reasoning_effort")
     if effort is not None and effort not in rules.efforts:
         # openai/openai-agents-python#2089, egoist/chatwise-releases#1257
-        levels = sorted(rules.efforts, key=["none", "minimal", "low", "medium", "high", "xhigh"].index)
+        levels = sorted(rules.efforts, key=["none", "minimal", "low", "medium", "high", "xhigh", "max"].index)
         listed = ", ".join(f"'{level}'" for level in levels[:-1]) + (" and " if len(levels) > 1 else "") + f"'{levels[-1]}'"
         return f"Unsupported value: '{effort}' is not supported with the '{body['model']}' model. Supported values are: {listed}."
     for name in ("temperature", "top_p"):
@@ -208,6 +217,9 @@ class FakeOpenAI(FakeUpstream):
         if model not in self.models:
             return openai_error(404, f"The model `{model}` does not exist or you do not have access to it.",
                                 "invalid_request_error", "model_not_found")
+        if model in RESPONSES_ONLY:
+            return openai_error(404, "This model is only supported in v1/responses and not in v1/chat/completions.",
+                                "invalid_request_error", None)
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return openai_error(400, "Invalid 'messages': empty array.", "invalid_request_error", "empty_array")
         choice = body.get("tool_choice")

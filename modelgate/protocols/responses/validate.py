@@ -11,7 +11,7 @@ from modelgate.protocols.paths import Path, indexed
 MESSAGE_ROLES = ("user", "assistant", "system", "developer")
 TEXT_PARTS = ("input_text", "output_text")
 _PART_TYPES = (*TEXT_PARTS, "input_image", "input_file", "refusal")
-_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
+_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # the SDK's ReasoningEffort (openai 3.57)
 _SUMMARIES = ("auto", "concise", "detailed")
 # Request fields that point at state kept by the vendor: only a Responses upstream can serve them.
 STATEFUL_FIELDS = ("previous_response_id", "conversation", "prompt")

@@ -194,7 +194,7 @@ class Text(View):
 
 
 class Reasoning(View):  # unsent fields UNSET, so that it reads back as sent (the model's rules read it)
-    effort: Opt[Literal["none", "minimal", "low", "medium", "high", "xhigh"]] = UNSET
+    effort: Opt[Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]] = UNSET
     summary: Opt[Literal["auto", "concise", "detailed"]] = UNSET
 
 
