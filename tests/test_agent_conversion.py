@@ -48,7 +48,9 @@ def test_budget_and_effort_map_to_reasoning_effort():
     assert effort(thinking={"type": "enabled", "budget_tokens": 1024}) == "low"
     assert effort(thinking={"type": "enabled", "budget_tokens": 8000}) == "medium"
     assert effort(thinking={"type": "enabled", "budget_tokens": 31999}) == "high"
-    assert effort(thinking={"type": "adaptive"}, output_config={"effort": "max"}) == "high"
+    # the vendor's own level, which each target takes as its nearest (max on gpt-5.6 and Claude from 4.6)
+    assert effort(thinking={"type": "adaptive"}, output_config={"effort": "max"}) == "max"
+    assert effort(thinking={"type": "adaptive"}, output_config={"effort": "ultra"}) is None  # no such level
     assert effort(thinking={"type": "disabled"}) is None and effort() is None
 
 

@@ -16,6 +16,7 @@ import pytest
 from openai import AsyncOpenAI
 
 from modelgate.protocols.ir import ChatRequest, Message, TextPart, ThinkingPart, Tool, ToolCall, ToolChoice, ToolResult
+from modelgate.protocols.messages import MessagesCodec
 from modelgate.providers import anthropic_messages, bedrock
 from modelgate.providers.claude import Generation, generation, output_schema
 from tests.fakes.anthropic_upstream import API_KEY, MODEL_RULES, FakeAnthropic
@@ -242,6 +243,21 @@ def test_a_messages_client_s_thinking_takes_the_form_of_the_generation_behind_be
     assert "additionalModelRequestFields" not in converse(budget, "anthropic.claude-3-5-haiku-20241022-v1:0")
 
 
+@pytest.mark.parametrize("effort, model, sent", [
+    ("max", "anthropic.claude-opus-4-8-v1:0", "max"), ("xhigh", "anthropic.claude-opus-4-8-v1:0", "xhigh"),
+    ("max", "anthropic.claude-sonnet-4-6", "max"),  # max from 4.6 (the effort page)
+    ("xhigh", "anthropic.claude-sonnet-4-6", "high"),  # xhigh from 4.7
+    ("xhigh", "anthropic.claude-haiku-5-v1:0", "high"),  # never on Haiku
+])
+def test_a_messages_client_s_own_effort_reaches_claude_behind_bedrock_as_the_generation_takes_it(effort, model, sent):
+    # Claude Code's /effort max and xhigh (output_config.effort beside adaptive thinking) on a Bedrock Claude:
+    # kept where the generation has the level, else the nearest it has.
+    body = {"model": "claude-opus-4-8", "max_tokens": 64000, "thinking": {"type": "adaptive"},
+            "output_config": {"effort": effort}, "messages": [{"role": "user", "content": "hi"}]}
+    fields = converse(MessagesCodec().to_ir(body), model)["additionalModelRequestFields"]
+    assert fields == {"thinking": {"type": "adaptive"}, "output_config": {"effort": sent}}
+
+
 # --- the rules one by one, on the Messages API body ------------------------------------------------
 
 
@@ -286,6 +302,10 @@ def test_xhigh_effort_where_the_generation_has_it():
     assert messages_body(chat(reasoning_effort="xhigh"), "claude-opus-4-8")["output_config"] == {"effort": "xhigh"}
     assert messages_body(chat(reasoning_effort="xhigh"), "claude-sonnet-4-6")["output_config"] == {"effort": "high"}
     assert messages_body(chat(reasoning_effort="minimal"), "claude-opus-4-8")["output_config"] == {"effort": "low"}
+    # OpenAI's max (Codex's max and ultra) is Claude's max too, from 4.6
+    assert messages_body(chat(reasoning_effort="max"), "claude-opus-4-8")["output_config"] == {"effort": "max"}
+    before = messages_body(chat(reasoning_effort="max"), "claude-opus-4-5")  # manual thinking: high's budget
+    assert before["thinking"] == messages_body(chat(reasoning_effort="high"), "claude-opus-4-5")["thinking"]
 
 
 def test_models_that_think_by_default_get_room_for_it():

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pytest
 from anthropic import AsyncAnthropic
 
+from modelgate.protocols.ir import ChatRequest, Message, TextPart
+from modelgate.providers.openai_chat import request_body
 from modelgate.providers.openai_models import reasoning_model
 from tests.fakes.openai_upstream import OUTPUT_CAPS, REASONING_RULES, RESPONSES_ONLY, FakeOpenAI
 
@@ -49,6 +51,32 @@ async def test_claude_code_s_requests_reach_every_openai_reasoning_generation(ga
             rules = REASONING_RULES.get(model)
             if rules is not None and "reasoning_effort" in sent:
                 assert sent["reasoning_effort"] in rules.efforts, model
+
+
+async def test_claude_code_s_highest_efforts_reach_each_model_as_its_nearest_level(gateway, openai_upstream):
+    # Claude Code's /effort xhigh and max (output_config.effort beside adaptive thinking): max on gpt-5.6, xhigh
+    # where the model's highest is xhigh, high below; each a level the model takes.
+    api = await messages_client(gateway, openai_upstream)
+    for model in MODELS:
+        for effort in ("xhigh", "max"):
+            resp = await api.messages.create(
+                model=model, max_tokens=16000, thinking={"type": "adaptive"},  # type: ignore[arg-type]
+                extra_body={"output_config": {"effort": effort}}, messages=[{"role": "user", "content": "hi"}])
+            assert resp.content[0].text == "Echo: hi", (model, effort)  # type: ignore[union-attr]
+            rules = reasoning_model(model)
+            assert rules is not None
+            assert openai_upstream.last.json().get("reasoning_effort") == rules.effort(effort), (model, effort)
+    sent = {model: reasoning_model(model).effort("max") for model in ("gpt-5.6-terra", "gpt-5.4", "gpt-5.1")}  # type: ignore[union-attr]
+    assert sent == {"gpt-5.6-terra": "max", "gpt-5.4": "xhigh", "gpt-5.1": "high"}
+
+
+def test_a_messages_client_s_highest_effort_to_a_reasoning_model_of_unknown_levels_is_high():
+    # An Azure deployment under a name of its own, marked reasoning: every reasoning model takes high.
+    for effort in ("xhigh", "max"):
+        req = ChatRequest("m", [Message("user", [TextPart("hi")])], thinking_effort=effort)  # type: ignore[arg-type]
+        assert request_body(req, "team-deployment", reasoning=True)["reasoning_effort"] == "high"
+    asked = ChatRequest("m", [Message("user", [TextPart("hi")])], reasoning_effort="max")  # the client's own level
+    assert request_body(asked, "team-deployment", reasoning=True)["reasoning_effort"] == "max"
 
 
 async def test_claude_code_s_max_tokens_reach_models_with_a_smaller_cap(gateway):

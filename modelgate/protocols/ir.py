@@ -194,7 +194,7 @@ class ChatRequest:
     stream: bool = False
     reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh (Responses `reasoning.effort`)
     # Effort derived from a messages client's thinking budget or effort: sent only to reasoning models.
-    thinking_effort: Literal["low", "medium", "high"] | None = None
+    thinking_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
     # A messages client's thinking budget in tokens (`thinking.budget_tokens`); 0: it turned thinking off.
     thinking_budget: int | None = None
     # The target is a reasoning model (set per model instance); None: the wire format decides by name.

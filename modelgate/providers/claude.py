@@ -427,7 +427,7 @@ def _adaptive_thinking(req: ChatRequest, gen: Generation, default_max_tokens: in
         return req, ({"output_config": {"effort": "low"}} if gen.thinks_by_default else {"thinking": {"type": "disabled"}})
     if budget > 0 and not gen.fixed_sampling:
         return req, {"thinking": {"type": "enabled", "budget_tokens": budget}}  # deprecated on 4.6, still taken
-    effort = {"output_config": {"effort": req.thinking_effort}} if req.thinking_effort else {}
+    effort = {"output_config": {"effort": gen.effort(req.thinking_effort)}} if req.thinking_effort else {}
     return req, {"thinking": {"type": "adaptive"}, **effort}
 
 

@@ -125,6 +125,7 @@ def function_tools(tools: list[Tool]) -> list[dict[str, Any]]:
 # Sampling parameters OpenAI's reasoning models refuse (https://platform.openai.com/docs/guides/reasoning).
 _NOT_FOR_REASONING = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty"})
 _USER_MAX = 64  # "Invalid 'user': string too long. Expected a string with maximum length 64"
+_ABOVE_HIGH = ("xhigh", "max")
 
 
 def is_reasoning_family(upstream_model: str) -> bool:
@@ -149,6 +150,8 @@ def request_body(req: ChatRequest, upstream_model: str, replay_reasoning: bool =
         body["max_completion_tokens" if reasoning else "max_tokens"] = min(req.max_tokens, cap or req.max_tokens)
     model = reasoning_model(upstream_model) if reasoning else None
     effort = req.reasoning_effort or (req.thinking_effort if reasoning else None)
+    if model is None and not req.reasoning_effort and effort in _ABOVE_HIGH:
+        effort = "high"  # a messages client's level beyond high, to a model of unknown levels: the one all take
     if model is not None:
         effort = "none" if req.tools and model.tools_without_effort else model.effort(effort) if effort else None
     elif not reasoning and does_not_reason(upstream_model):

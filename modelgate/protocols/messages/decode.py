@@ -165,7 +165,7 @@ def _tool_choice(choice: dict[str, Any] | None) -> ToolChoice | None:
     return ToolChoice(kind, parallel=parallel)
 
 
-_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "max": "high", "xhigh": "high"}
+_EFFORTS = ("low", "medium", "high", "xhigh", "max")  # the vendor's output_config.effort levels
 
 
 def reasoning_effort(body: dict[str, Any]) -> str | None:
@@ -174,7 +174,7 @@ def reasoning_effort(body: dict[str, Any]) -> str | None:
     output_config = body.get("output_config")
     effort = output_config.get("effort") if isinstance(output_config, dict) else None
     if isinstance(effort, str) and effort in _EFFORTS:
-        return _EFFORTS[effort]
+        return effort
     thinking = body.get("thinking")
     if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
         return None
