@@ -322,6 +322,11 @@ CODEX_PHASE_BODY = {**CODEX_BODY, "input": [
 # ResponseCompactionItemParamParam); the open_page one as Codex writes one it has no id for (codex-rs
 # ResponseItem::WebSearchCall skips an unset id).
 SEARCHED_AND_COMPACTED = orjson.loads((CAPTURES / "openai_responses_web_search_compaction.json").read_bytes())
+# Codex's `max` and `ultra` presets on gpt-5.6 send effort max (openai/codex#30585); the OpenAI SDK (3.57) has the
+# reasoning `mode` ("pro" on gpt-5.6-sol, the vendor's reasoning guide) and `generate_summary`, summary's old name.
+CODEX_MAX_PRO_BODY = {**CODEX_BODY, "reasoning": {"effort": "max", "summary": "auto", "mode": "pro"}}
+SDK_OLD_SUMMARY_BODY = {**CODEX_BODY, "reasoning": {"effort": "high", "generate_summary": "concise"}}
+
 CODEX_SEARCH_COMPACTED_BODY = {**CODEX_BODY, "input": [
     SEARCHED_AND_COMPACTED[2],
     *CODEX_BODY["input"],
@@ -464,10 +469,10 @@ def test_the_usual_requests_take_the_typed_view() -> None:
     (MESSAGES, VENDOR_TOOLS_BODY, VERSION), (MESSAGES, SDK_MESSAGES_LOOP_BODY, VERSION),
     (MESSAGES, SDK_SERVER_TOOLS_LOOP_BODY, VERSION), (MESSAGES, TOOL_SEARCH_BODY, VERSION), (RESPONSES, CODEX_BODY, {}), (RESPONSES, CODEX_FREEFORM_BODY, {}),
     (RESPONSES, AI_SDK_RESPONSES_BODY, {}), (RESPONSES, SDK_RESPONSES_LOOP_BODY, {}), (RESPONSES, CODEX_PHASE_BODY, {}),
-    (RESPONSES, CODEX_SEARCH_COMPACTED_BODY, {}),
+    (RESPONSES, CODEX_SEARCH_COMPACTED_BODY, {}), (RESPONSES, CODEX_MAX_PRO_BODY, {}), (RESPONSES, SDK_OLD_SUMMARY_BODY, {}),
     (CHAT, OPENCODE_BODY, {}), (CHAT, SDK_LOOP_BODY, {}), (CHAT, NODE_RUNNER_BODY, {}),
 ], ids=["claude-code", "vendor-tools", "anthropic-sdk-loop", "anthropic-server-tools-loop", "tool-search", "codex", "codex-freeform", "ai-sdk-responses", "openai-sdk-responses-loop",
-        "codex-phase", "codex-search-compacted", "opencode", "openai-sdk-loop", "openai-node-runner"])
+        "codex-phase", "codex-search-compacted", "codex-max-pro", "sdk-generate-summary", "opencode", "openai-sdk-loop", "openai-node-runner"])
 def test_real_clients_requests_take_the_typed_view_with_the_same_result(codec: Any, body: dict, headers: dict) -> None:
     raw = orjson.dumps(body)
     assert codec.read_typed(raw, headers) is not None

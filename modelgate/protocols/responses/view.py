@@ -196,6 +196,8 @@ class Text(View):
 class Reasoning(View):  # unsent fields UNSET, so that it reads back as sent (the model's rules read it)
     effort: Opt[Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]] = UNSET
     summary: Opt[Literal["auto", "concise", "detailed"]] = UNSET
+    mode: Opt[str] = UNSET  # "standard" or "pro" (gpt-5.6-sol; openai 3.57's Reasoning), which validate leaves be
+    generate_summary: Opt[str] = UNSET  # summary's deprecated name, likewise
 
 
 ItemT = TypeVar("ItemT", TypedItem, AnyItem)
