@@ -192,7 +192,8 @@ class ChatRequest:
     presence_penalty: float | None = None
     user: str | None = None
     stream: bool = False
-    reasoning_effort: str | None = None  # none | minimal | low | medium | high | xhigh | max (Responses `reasoning.effort`)
+    # none | minimal | low | medium | high | xhigh | max (Responses `reasoning.effort`, chat's `reasoning_effort`)
+    reasoning_effort: str | None = None
     # Effort derived from a messages client's thinking budget or effort: sent only to reasoning models.
     thinking_effort: Literal["low", "medium", "high", "xhigh", "max"] | None = None
     # A messages client's thinking budget in tokens (`thinking.budget_tokens`); 0: it turned thinking off.

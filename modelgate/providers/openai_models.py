@@ -11,7 +11,8 @@ the refusals in the tests' fake quote the service):
 - the o-series: efforts low, medium and high; no `stop`, no `parallel_tool_calls`;
 - gpt-5: minimal, low, medium and high (no `none`); no `stop`;
 - gpt-5.1: none, low, medium and high ("'minimal' is not supported with the 'gpt-5.1' model");
-- gpt-5.2 and 5.3: `xhigh` too ("Supported values are: 'none', 'low', 'medium', 'high', and 'xhigh'", earendil-works/pi#1334);
+- gpt-5.2 and 5.3: `xhigh` too ("Supported values are: 'none', 'low', 'medium', 'high', and 'xhigh'",
+  earendil-works/pi#1334);
 - gpt-5.4 and 5.5: the same, and function tools only with effort `none` ("Function tools with
   reasoning_effort are not supported for gpt-5.4 in /v1/chat/completions");
 - gpt-5.6 and later, gpt-6: `max` too (Codex lists it for gpt-5.6-sol and sends it for its `ultra` preset,
