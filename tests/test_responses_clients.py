@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
+from modelgate.providers.openai_models import reasoning_model
 from tests.fakes.anthropic_upstream import API_KEY as ANTHROPIC_KEY
 from tests.fakes.anthropic_upstream import Reply
 from tests.fakes.bedrock_upstream import FakeBedrock
@@ -195,8 +196,11 @@ async def test_codex_cli_completes_a_two_step_tool_task(gateway, openai_upstream
     assert typed_view_misses == []  # a conversion's first request reads the view
 
 
-@pytest.mark.parametrize("upstream_model", ["gpt-4o-mini", "gpt-5", "gpt-5.1"])
-async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model,
+@pytest.mark.parametrize("upstream_model, effort", [
+    ("gpt-4o-mini", "xhigh"), ("gpt-5", "xhigh"), ("gpt-5.1", "xhigh"),
+    ("gpt-6-sol", "max"), ("gpt-5.1", "max"),  # Codex's max and ultra presets send max (openai/codex#30585)
+])
+async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, tmp_path, upstream_model, effort,
                                                                      typed_view_misses):
     # The README's own model id on an `openai` channel (passed through), served by the model itself or by an
     # OpenAI model of another generation behind it, which refuses what the first takes (tests/fakes/openai_upstream:
@@ -210,7 +214,7 @@ async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, 
         home.mkdir()
         work.mkdir()
         # A Codex user's usual setting: Codex then asks every model for that effort (0.169 does, whatever the model).
-        (home / "config.toml").write_text('model_reasoning_effort = "xhigh"\n'
+        (home / "config.toml").write_text(f'model_reasoning_effort = "{effort}"\n'
                                           + readme_codex_config(f"{gateway.url}/v1", "gpt-4o-mini"))
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "CODEX_HOME": str(home),
                "MODELGATE_API_KEY": wired.key, "NO_COLOR": "1"}
@@ -220,7 +224,11 @@ async def test_codex_cli_as_the_readme_sets_it_up_on_an_openai_channel(gateway, 
         events = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
         items = [e["item"] for e in events if e["type"] == "item.completed"]
         assert items[-1]["type"] == "agent_message" and items[-1]["text"] == "Echo: say hi", events
-        assert responses_refusal(fake.last.json()) is None and len(fake.requests) == 1
+        sent = fake.last.json()
+        assert responses_refusal(sent) is None and len(fake.requests) == 1
+        rules = reasoning_model(upstream_model)
+        if rules is not None:  # the nearest level the model takes (max kept on gpt-6, high on gpt-5.1)
+            assert sent["reasoning"]["effort"] == rules.effort(effort), sent["reasoning"]
         assert typed_view_misses == []  # Codex's request took the typed view
     finally:
         await fake.close()
